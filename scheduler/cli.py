@@ -15,7 +15,6 @@ app = typer.Typer(
 )
 
 
-
 @app.callback()
 def _root() -> None:
     """Schedule LLM replicas onto the GPUs of a Nomad + Consul cluster."""

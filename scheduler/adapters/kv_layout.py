@@ -1,0 +1,73 @@
+"""The Consul KV layout of DESIGN.md section 3, in one place. Nothing else spells a key."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DEFAULT_PREFIX = "llm-scheduler/"
+
+
+@dataclass(frozen=True)
+class KVLayout:
+    prefix: str = DEFAULT_PREFIX
+
+    def __post_init__(self) -> None:
+        if not self.prefix.endswith("/"):
+            object.__setattr__(self, "prefix", self.prefix + "/")
+
+    # Prefixes (end in "/") that the scheduler watches.
+    @property
+    def models(self) -> str:
+        return self.prefix + "models/"
+
+    @property
+    def quotas(self) -> str:
+        return self.prefix + "quotas/"
+
+    @property
+    def demand(self) -> str:
+        return self.prefix + "demand/"
+
+    @property
+    def status(self) -> str:
+        return self.prefix + "status/"
+
+    @property
+    def nodes(self) -> str:
+        return self.prefix + "nodes/"
+
+    # Single keys.
+    @property
+    def settings(self) -> str:
+        return self.prefix + "settings"
+
+    @property
+    def leader(self) -> str:
+        return self.prefix + "leader"
+
+    @property
+    def status_errors(self) -> str:
+        return self.status + "_errors"
+
+    def model_key(self, name: str) -> str:
+        return self.models + name
+
+    def quota_key(self, owner: str) -> str:
+        return self.quotas + owner
+
+    def demand_key(self, name: str) -> str:
+        return self.demand + name
+
+    def status_key(self, name: str) -> str:
+        return self.status + name
+
+    def node_gpus_key(self, node_id: str) -> str:
+        """Where the GPU reporter of one Nomad node writes its NVML view."""
+        return f"{self.nodes}{node_id}/gpus"
+
+    @staticmethod
+    def tail(key: str, prefix: str) -> str:
+        """The part of `key` after `prefix`: a model name, or an owner path for quotas."""
+        if not key.startswith(prefix):
+            raise ValueError(f"key {key!r} is not under {prefix!r}")
+        return key[len(prefix) :]
