@@ -1,0 +1,126 @@
+"""`llm-scheduler reporter`: publish this node's NVML view of its GPUs to Consul KV.
+
+Runs on every GPU node (jobspecs/gpu-reporter.nomad.hcl, a system job). The node id is the
+Nomad node id, so the scheduler can join the record with Nomad's fingerprint: pass
+`--node-id ${node.unique.id}` (the jobspec does), or set LLM_SCHEDULER_NODE_ID. Consul is
+found through CONSUL_HTTP_ADDR / CONSUL_HTTP_TOKEN, or --consul-addr.
+"""
+
+from __future__ import annotations
+
+import os
+
+import typer
+
+NODE_ID_ENV = ("LLM_SCHEDULER_NODE_ID", "NOMAD_NODE_ID")
+FAKE_FLEETS = ("h100", "h200", "a100", "a100-mig", "failing", "missing")
+
+
+def consul_client(addr: str | None) -> object:
+    """A py-consul client; with no address, py-consul reads CONSUL_HTTP_ADDR / CONSUL_HTTP_TOKEN."""
+    import consul
+
+    if not addr:
+        return consul.Consul()
+    scheme, _, rest = addr.rpartition("://")
+    host, _, port = rest.partition(":")
+    return consul.Consul(host=host, port=int(port or 8500), scheme=scheme or "http")
+
+
+def fake_nvml(fleet: str) -> object:
+    from scheduler.reporter import fake_nvml as fakes
+
+    builders = {
+        "h100": fakes.h100_fleet,
+        "h200": fakes.h200_fleet,
+        "a100": fakes.a100_fleet,
+        "a100-mig": fakes.a100_mig_fleet,
+        "failing": fakes.failing_fleet,
+        "missing": list,
+    }
+    return fakes.FakeNvml(builders[fleet](), library_missing=fleet == "missing")
+
+
+def _say(line: str) -> None:
+    typer.echo(f"reporter: {line}", err=True)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("reporter")
+    def reporter_cmd(
+        node_id: str | None = typer.Option(
+            None, "--node-id", help="Nomad node id (default: $LLM_SCHEDULER_NODE_ID)"
+        ),
+        interval: float = typer.Option(5.0, "--interval", help="seconds between reads"),
+        ttl: int = typer.Option(15, "--ttl", help="Consul session TTL in seconds (10..86400)"),
+        prefix: str = typer.Option("llm-scheduler/", "--prefix", help="Consul KV prefix"),
+        consul_addr: str | None = typer.Option(
+            None, "--consul-addr", help="http://host:port (default: $CONSUL_HTTP_ADDR)"
+        ),
+        once: bool = typer.Option(
+            False, "--once", help="print one record as JSON and exit; writes nothing"
+        ),
+        fake: str | None = typer.Option(
+            None, "--fake-nvml", hidden=True, help="use a fake GPU fleet"
+        ),
+    ) -> None:
+        """Read this node's GPUs through NVML every few seconds and keep them in Consul KV."""
+        import signal
+        import socket
+        import threading
+
+        from scheduler.adapters.kv_layout import KVLayout
+        from scheduler.reporter.probe import NvmlProbe, NvmlUnavailable
+        from scheduler.reporter.writer import MAX_TTL_S, MIN_TTL_S, ReportWriter, run_reporter
+
+        node = node_id or next((os.environ[v] for v in NODE_ID_ENV if os.environ.get(v)), None)
+        if not node and not once:
+            typer.echo(
+                "no node id: pass --node-id (the jobspec passes ${node.unique.id}) "
+                "or set LLM_SCHEDULER_NODE_ID",
+                err=True,
+            )
+            raise typer.Exit(2)
+        if not MIN_TTL_S <= ttl <= MAX_TTL_S:
+            typer.echo(f"--ttl must be between {MIN_TTL_S} and {MAX_TTL_S} seconds", err=True)
+            raise typer.Exit(2)
+        if not 0 < interval < ttl:
+            typer.echo(f"--interval must be more than 0 and less than --ttl ({ttl}s)", err=True)
+            raise typer.Exit(2)
+        if fake is not None and fake not in FAKE_FLEETS:
+            typer.echo(f"--fake-nvml must be one of {', '.join(FAKE_FLEETS)}", err=True)
+            raise typer.Exit(2)
+
+        probe = NvmlProbe(
+            node or "unknown",
+            nvml=fake_nvml(fake) if fake else None,
+            hostname=socket.gethostname(),
+        )
+        try:
+            probe.open()
+        except NvmlUnavailable as err:
+            typer.echo(str(err), err=True)
+            raise typer.Exit(1) from None
+        if once:
+            try:
+                typer.echo(probe.read().model_dump_json(indent=2))
+            finally:
+                probe.close()
+            return
+
+        assert node is not None
+        key = KVLayout(prefix).node_gpus_key(node)
+        writer = ReportWriter(
+            consul_client(consul_addr),
+            key,
+            ttl_s=ttl,
+            session_name=f"llm-scheduler-gpu-reporter {node}",
+            log=_say,
+        )
+        stop = threading.Event()
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(sig, lambda *_: stop.set())
+        _say(f"writing {key} every {interval:g}s (session ttl {ttl}s)")
+        run_reporter(probe, writer, interval_s=interval, stop=stop, log=_say)
+        _say("stopped; session destroyed, record removed")
