@@ -1,0 +1,1060 @@
+"""The stand-in's cluster: nodes, jobs, evaluations and allocations under one Raft-like index.
+
+All mutation happens under one lock. Consul registrations and timers run outside it: the
+methods collect effects and apply them after releasing the lock.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from scheduler.core.models import Node
+from scheduler.standins.nomad import views
+from scheduler.standins.nomad.fingerprint import (
+    DeviceGroup,
+    device_groups,
+    devices_json,
+    nvlink_groups,
+)
+from scheduler.standins.nomad.jobs import JobValidationError, canonicalize, validate
+from scheduler.standins.nomad.placement import Metrics, NodeView, Placement, claim, place
+from scheduler.standins.nomad.watch import ChangeFeed
+from scheduler.standins.registry import CheckStatus, ServiceInstance, ServiceRegistry
+
+MHZ_PER_CORE = 2400
+NOMAD_VERSION = "1.10.5"
+TERMINAL_CLIENT = {"complete", "failed", "lost"}
+ALLOC_NOT_NEEDED = "alloc not needed due to job update"
+# Fields the server owns; a register that changes only these is not a new version.
+_SERVER_FIELDS = (
+    "Status",
+    "StatusDescription",
+    "Version",
+    "SubmitTime",
+    "CreateIndex",
+    "ModifyIndex",
+    "JobModifyIndex",
+    "Stable",
+    "Stop",
+)
+TABLES = ("nodes", "jobs", "allocs", "evals")
+
+
+class CasError(ValueError):
+    """EnforceIndex / JobModifyIndex conflict: a 500 in Nomad."""
+
+
+def is_terminal(alloc: dict[str, Any]) -> bool:
+    return alloc["DesiredStatus"] in ("stop", "evict") or alloc["ClientStatus"] in TERMINAL_CLIENT
+
+
+@dataclass
+class NodeRecord:
+    node: Node
+    address: str
+    eligible: bool
+    status: str = "ready"
+    health: dict[str, bool] = field(default_factory=dict)
+    create_index: int = 1
+    modify_index: int = 1
+
+    def groups(self) -> list[DeviceGroup]:
+        return device_groups(self.node, self.health)
+
+    def attributes(self) -> dict[str, str]:
+        n = self.node
+        cores = int(n.cpu_cores)
+        return {
+            "cpu.arch": "amd64",
+            "cpu.frequency": str(MHZ_PER_CORE),
+            "cpu.modelname": "AMD EPYC 9654 96-Core Processor",
+            "cpu.numcores": str(cores),
+            "cpu.reservablecores": str(cores),
+            "cpu.totalcompute": str(cores * MHZ_PER_CORE),
+            "cpu.usablecompute": str(cores * MHZ_PER_CORE),
+            "driver.docker": "1",
+            "driver.docker.runtimes": "io.containerd.runc.v2,nvidia,runc",
+            "driver.docker.version": "27.3.1",
+            "kernel.name": "linux",
+            "kernel.version": "6.8.0-49-generic",
+            "memory.totalbytes": str(int(n.memory_gb * (1 << 30))),
+            "nomad.version": NOMAD_VERSION,
+            "os.name": "ubuntu",
+            "os.version": "24.04",
+            "plugins.nvidia-gpu.version": "1.1.0",
+            "unique.advertise.address": f"{self.address}:4646",
+            "unique.hostname": n.name,
+            "unique.network.ip-address": self.address,
+        }
+
+    def meta(self) -> dict[str, str]:
+        meta = {"connect.log_level": "info"}
+        islands = nvlink_groups(self.node)
+        if islands:
+            meta["nvlink.groups"] = islands
+        return meta
+
+
+@dataclass
+class Effects:
+    register: list[ServiceInstance] = field(default_factory=list)
+    deregister: list[str] = field(default_factory=list)
+    start_later: list[str] = field(default_factory=list)
+
+
+class Cluster:
+    def __init__(
+        self,
+        fleet: list[Node],
+        *,
+        registry: ServiceRegistry | None,
+        load_delay_s: float,
+        region: str,
+        seed: int | None = None,
+    ) -> None:
+        ids = [n.id for n in fleet]
+        dupes = sorted({i for i in ids if ids.count(i) > 1})
+        if dupes:
+            raise ValueError(f"node ids must be unique, repeated: {', '.join(dupes)}")
+        self.region = region
+        self.registry = registry
+        self.load_delay_s = load_delay_s
+        self.feed = ChangeFeed()
+        self._lock = threading.RLock()
+        self._rng = random.Random(seed)
+        self._index = 1
+        self._tables = dict.fromkeys(TABLES, 1)
+        self._nodes: dict[str, NodeRecord] = {}
+        for i, node in enumerate(fleet):
+            self._nodes[node.id] = NodeRecord(
+                node=node, address=f"10.0.{i // 250}.{10 + i % 250}", eligible=node.eligible
+            )
+        self._jobs: dict[tuple[str, str], dict[str, Any]] = {}
+        self._allocs: dict[str, dict[str, Any]] = {}
+        self._evals: dict[str, dict[str, Any]] = {}
+        self._services: dict[str, list[str]] = {}  # alloc id -> registered service ids
+        self._timers: dict[str, threading.Timer] = {}
+        self._closed = False
+
+    # ------------------------------------------------------------ index
+
+    def _bump(self, *tables: str) -> int:
+        self._index += 1
+        for table in tables:
+            self._tables[table] = self._index
+        return self._index
+
+    def table_index(self, *tables: str) -> int:
+        with self._lock:
+            return max(self._tables[t] for t in tables)
+
+    def reset_index(self) -> None:
+        """Go backwards, as a restored server would; blocked queries see a lower index."""
+        with self._lock:
+            self._index = max(1, self._index // 2)
+            self._tables = dict.fromkeys(TABLES, self._index)
+        self.feed.notify()
+
+    # ------------------------------------------------------------ effects
+
+    def _apply(self, effects: Effects) -> None:
+        self.feed.notify()
+        if self.registry is not None:
+            for service_id in effects.deregister:
+                self.registry.deregister_service(service_id)
+            for instance in effects.register:
+                self.registry.register_service(instance)
+        for alloc_id in effects.start_later:
+            timer = threading.Timer(self.load_delay_s, self._start_alloc, args=(alloc_id,))
+            timer.daemon = True
+            with self._lock:
+                if self._closed:
+                    return
+                self._timers[alloc_id] = timer
+            timer.start()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            timers = list(self._timers.values())
+            self._timers.clear()
+        for timer in timers:
+            timer.cancel()
+
+    # ------------------------------------------------------------ nodes
+
+    def node_ids(self) -> list[str]:
+        with self._lock:
+            return list(self._nodes)
+
+    def node_json(self, node_id: str) -> dict[str, Any] | None:
+        with self._lock:
+            record = self._nodes.get(node_id)
+            return None if record is None else self._node_full(record)
+
+    def nodes_json(self, *, resources: bool, os_attrs: bool, prefix: str) -> list[dict[str, Any]]:
+        with self._lock:
+            records = sorted(self._nodes.values(), key=lambda r: r.node.id)
+            return [
+                self._node_stub(r, resources=resources, os_attrs=os_attrs)
+                for r in records
+                if r.node.id.startswith(prefix)
+            ]
+
+    def _node_resources(self, record: NodeRecord) -> dict[str, Any]:
+        node = record.node
+        cores = int(node.cpu_cores)
+        return {
+            "Cpu": {
+                "CpuShares": cores * MHZ_PER_CORE,
+                "TotalCpuCores": cores,
+                "ReservableCpuCores": list(range(cores)),
+            },
+            "Memory": {"MemoryMB": int(node.memory_gb * 1024)},
+            "Disk": {"DiskMB": 1_800_000},
+            "Networks": [
+                {
+                    "CIDR": f"{record.address}/32",
+                    "Device": "eth0",
+                    "DynamicPorts": None,
+                    "IP": record.address,
+                    "MBits": 100000,
+                    "Mode": "host",
+                    "ReservedPorts": None,
+                }
+            ],
+            "NodeNetworks": [
+                {
+                    "Addresses": [
+                        {
+                            "Address": record.address,
+                            "Alias": "default",
+                            "Family": "ipv4",
+                            "Gateway": "",
+                            "ReservedPorts": "",
+                        }
+                    ],
+                    "Device": "eth0",
+                    "MacAddress": "02:42:ac:11:00:02",
+                    "Mode": "host",
+                }
+            ],
+            "Devices": devices_json(record.groups()) or None,
+            "MinDynamicPort": 20000,
+            "MaxDynamicPort": 32000,
+        }
+
+    def _drivers(self) -> dict[str, Any]:
+        return {
+            "docker": {
+                "Attributes": {"driver.docker": "true"},
+                "Detected": True,
+                "HealthDescription": "Healthy",
+                "Healthy": True,
+                "UpdateTime": views.rfc3339_now(),
+            },
+        }
+
+    def _node_stub(self, record: NodeRecord, *, resources: bool, os_attrs: bool) -> dict[str, Any]:
+        node = record.node
+        stub: dict[str, Any] = {
+            "Address": record.address,
+            "CreateIndex": record.create_index,
+            "Datacenter": node.datacenter,
+            "Drain": False,
+            "Drivers": self._drivers(),
+            "ID": node.id,
+            "LastDrain": None,
+            "ModifyIndex": record.modify_index,
+            "Name": node.name,
+            "NodeClass": "",
+            "NodePool": node.pool,
+            "SchedulingEligibility": "eligible" if record.eligible else "ineligible",
+            "Status": record.status,
+            "StatusDescription": "",
+            "Version": NOMAD_VERSION,
+        }
+        if os_attrs:
+            stub["Attributes"] = {"os.name": "ubuntu"}
+        if resources:
+            stub["NodeResources"] = self._node_resources(record)
+            stub["ReservedResources"] = self._reserved()
+        return stub
+
+    def _reserved(self) -> dict[str, Any]:
+        return {
+            "Cpu": {"CpuShares": 0},
+            "Disk": {"DiskMB": 0},
+            "Memory": {"MemoryMB": 0},
+            "Networks": {"ReservedHostPorts": ""},
+        }
+
+    def _node_full(self, record: NodeRecord) -> dict[str, Any]:
+        node = record.node
+        return {
+            "Attributes": record.attributes(),
+            "ComputedClass": f"v1:{abs(hash(node.pool + node.datacenter)) % 10**18}",
+            "CreateIndex": record.create_index,
+            "Datacenter": node.datacenter,
+            "Drain": False,
+            "DrainStrategy": None,
+            "Drivers": self._drivers(),
+            "Events": [
+                {
+                    "CreateIndex": record.create_index,
+                    "Details": None,
+                    "Message": "Node registered",
+                    "Subsystem": "Cluster",
+                    "Timestamp": "2026-12-01T00:00:00Z",
+                }
+            ],
+            "HTTPAddr": f"{record.address}:4646",
+            "HostVolumes": None,
+            "HostNetworks": None,
+            "ID": node.id,
+            "LastDrain": None,
+            "Links": {"consul": f"{node.datacenter}.{node.name}"},
+            "Meta": record.meta(),
+            "ModifyIndex": record.modify_index,
+            "Name": node.name,
+            "NodeClass": "",
+            "NodePool": node.pool,
+            "NodeResources": self._node_resources(record),
+            "ReservedResources": self._reserved(),
+            "SchedulingEligibility": "eligible" if record.eligible else "ineligible",
+            "SecretID": "",
+            "Status": record.status,
+            "StatusDescription": "",
+            "StatusUpdatedAt": 1764633600,
+            "TLSEnabled": False,
+        }
+
+    def set_node_eligibility(self, node_id: str, eligible: bool) -> None:
+        with self._lock:
+            record = self._require_node(node_id)
+            record.eligible = eligible
+            record.modify_index = self._bump("nodes")
+            effects = self._unblock() if eligible else Effects()
+        self._apply(effects)
+
+    def set_node_status(self, node_id: str, status: str) -> None:
+        with self._lock:
+            record = self._require_node(node_id)
+            record.status = status
+            record.modify_index = self._bump("nodes")
+            effects = self._unblock() if status == "ready" else Effects()
+        self._apply(effects)
+
+    def set_gpu_health(self, node_id: str, device_id: str, healthy: bool) -> None:
+        with self._lock:
+            record = self._require_node(node_id)
+            known = {i.id for g in device_groups(record.node) for i in g.instances}
+            if device_id not in known:
+                raise KeyError(f"device {device_id!r} is not fingerprinted on node {node_id!r}")
+            record.health[device_id] = healthy
+            record.modify_index = self._bump("nodes")
+            effects = self._unblock() if healthy else Effects()
+        self._apply(effects)
+
+    def _require_node(self, node_id: str) -> NodeRecord:
+        record = self._nodes.get(node_id)
+        if record is None:
+            raise KeyError(f"node not found: {node_id}")
+        return record
+
+    # ------------------------------------------------------------ jobs
+
+    def register(
+        self,
+        raw_job: Any,
+        *,
+        enforce_index: bool = False,
+        job_modify_index: int = 0,
+        namespace: str | None = None,
+    ) -> dict[str, Any]:
+        job = canonicalize(raw_job, region=self.region)
+        if namespace and not (raw_job or {}).get("Namespace"):
+            job["Namespace"] = namespace
+        validate(job)
+        with self._lock:
+            key = (job["Namespace"], job["ID"])
+            existing = self._jobs.get(key)
+            if enforce_index:
+                self._check_cas(existing, job_modify_index)
+            changed = existing is None or _spec(existing) != _spec(job) or existing["Stop"]
+            if changed:
+                index = self._bump("jobs")
+                job["Version"] = existing["Version"] + 1 if existing else 0
+                job["CreateIndex"] = existing["CreateIndex"] if existing else index
+                job["ModifyIndex"] = job["JobModifyIndex"] = index
+                job["SubmitTime"] = views.now_ns()
+                job["Stop"] = False
+                job["Status"] = "pending"
+                self._jobs[key] = job
+            elif existing is not None:
+                job = existing
+            effects = Effects()
+            evaluation = self._evaluate(job, "job-register", effects)
+            self._refresh_status(job)
+            eval_id = evaluation["ID"]
+            response = {
+                "EvalID": eval_id,
+                "EvalCreateIndex": evaluation["CreateIndex"],
+                "JobModifyIndex": job["JobModifyIndex"],
+                "Warnings": "",
+                "Index": evaluation["CreateIndex"],
+                "LastContact": 0,
+                "KnownLeader": True,
+                "NextToken": "",
+            }
+        self._apply(effects)
+        return response
+
+    def _check_cas(self, existing: dict[str, Any] | None, want: int) -> None:
+        if want == 0 and existing is not None:
+            raise CasError("Enforcing job modify index 0: job already exists")
+        if want != 0 and existing is None:
+            raise CasError(f"Enforcing job modify index {want}: job does not exist")
+        if existing is not None and existing["JobModifyIndex"] != want:
+            raise CasError(
+                f"Enforcing job modify index {want}: job exists with conflicting job modify"
+                f" index: {existing['JobModifyIndex']}"
+            )
+
+    def deregister(self, namespace: str, job_id: str, *, purge: bool) -> dict[str, Any]:
+        with self._lock:
+            key = (namespace, job_id)
+            job = self._jobs.get(key)
+            if job is None:
+                return {
+                    "EvalID": "",
+                    "EvalCreateIndex": 0,
+                    "JobModifyIndex": 0,
+                    "VolumeEvalID": "",
+                    "VolumeEvalIndex": 0,
+                }
+            index = self._bump("jobs")
+            job["Stop"] = True
+            job["ModifyIndex"] = job["JobModifyIndex"] = index
+            effects = Effects()
+            evaluation = self._evaluate(job, "job-deregister", effects)
+            if purge:
+                del self._jobs[key]
+            else:
+                self._refresh_status(job)
+            effects_more = self._unblock()
+            effects.register += effects_more.register
+            effects.deregister += effects_more.deregister
+            effects.start_later += effects_more.start_later
+            response = {
+                "EvalID": evaluation["ID"],
+                "EvalCreateIndex": evaluation["CreateIndex"],
+                "JobModifyIndex": index,
+                "VolumeEvalID": "",
+                "VolumeEvalIndex": 0,
+            }
+        self._apply(effects)
+        return response
+
+    def job(self, namespace: str, job_id: str) -> dict[str, Any] | None:
+        with self._lock:
+            job = self._jobs.get((namespace, job_id))
+            return copy.deepcopy(job) if job else None
+
+    def jobs(self, namespace: str = "*") -> list[dict[str, Any]]:
+        with self._lock:
+            return [
+                copy.deepcopy(j)
+                for (ns, _), j in sorted(self._jobs.items())
+                if namespace in ("*", ns)
+            ]
+
+    def job_stub(self, job: dict[str, Any], *, meta: bool) -> dict[str, Any]:
+        with self._lock:
+            summary = self._summary(job)
+        stub = {
+            "ID": job["ID"],
+            "ParentID": job.get("ParentID", ""),
+            "Name": job["Name"],
+            "Namespace": job["Namespace"],
+            "Datacenters": job["Datacenters"],
+            "NodePool": job["NodePool"],
+            "Multiregion": None,
+            "Type": job["Type"],
+            "Priority": job["Priority"],
+            "Periodic": False,
+            "ParameterizedJob": False,
+            "Stop": job["Stop"],
+            "Status": job["Status"],
+            "StatusDescription": job["StatusDescription"],
+            "JobSummary": summary,
+            "CreateIndex": job["CreateIndex"],
+            "ModifyIndex": job["ModifyIndex"],
+            "JobModifyIndex": job["JobModifyIndex"],
+            "SubmitTime": job["SubmitTime"],
+        }
+        if meta:
+            stub["Meta"] = job.get("Meta")
+        return stub
+
+    def _summary(self, job: dict[str, Any]) -> dict[str, Any]:
+        groups: dict[str, dict[str, int]] = {}
+        for group in job["TaskGroups"]:
+            groups[group["Name"]] = dict.fromkeys(
+                ("Queued", "Complete", "Failed", "Running", "Starting", "Lost", "Unknown"), 0
+            )
+        for alloc in self._job_allocs(job):
+            counts = groups.setdefault(
+                alloc["TaskGroup"],
+                dict.fromkeys(
+                    ("Queued", "Complete", "Failed", "Running", "Starting", "Lost", "Unknown"), 0
+                ),
+            )
+            status = alloc["ClientStatus"]
+            key = {
+                "pending": "Starting",
+                "running": "Running",
+                "complete": "Complete",
+                "failed": "Failed",
+                "lost": "Lost",
+            }.get(status, "Unknown")
+            counts[key] += 1
+        for evaluation in self._evals.values():
+            if evaluation["JobID"] == job["ID"] and evaluation["Status"] == "blocked":
+                for tg, queued in (evaluation.get("QueuedAllocations") or {}).items():
+                    if tg in groups:
+                        groups[tg]["Queued"] = queued
+        return {
+            "JobID": job["ID"],
+            "Namespace": job["Namespace"],
+            "Summary": groups,
+            "Children": {"Pending": 0, "Running": 0, "Dead": 0},
+            "CreateIndex": job["CreateIndex"],
+            "ModifyIndex": job["ModifyIndex"],
+        }
+
+    def _job_allocs(self, job: dict[str, Any]) -> list[dict[str, Any]]:
+        return [
+            a
+            for a in self._allocs.values()
+            if a["JobID"] == job["ID"] and a["Namespace"] == job["Namespace"]
+        ]
+
+    def _refresh_status(self, job: dict[str, Any]) -> None:
+        allocs = self._job_allocs(job)
+        live = [a for a in allocs if not is_terminal(a)]
+        if job["Stop"] and not live:
+            status = "dead"
+        elif any(a["ClientStatus"] == "running" for a in live):
+            status = "running"
+        else:
+            status = "pending"
+        job["Status"] = status
+
+    # ------------------------------------------------------------ scheduling
+
+    def _views(self) -> list[NodeView]:
+        result = []
+        for record in sorted(self._nodes.values(), key=lambda r: r.node.name):
+            view = NodeView(
+                node=record.node,
+                status=record.status,
+                eligible=record.eligible,
+                region=self.region,
+                attributes=record.attributes(),
+                meta=record.meta(),
+                groups=record.groups(),
+                cpu_shares=int(record.node.cpu_cores) * MHZ_PER_CORE,
+                mhz_per_core=MHZ_PER_CORE,
+                memory_mb=int(record.node.memory_gb * 1024),
+            )
+            result.append(view)
+        by_id = {v.node.id: v for v in result}
+        for alloc in self._allocs.values():
+            holder = by_id.get(alloc["NodeID"])
+            if holder is None or is_terminal(alloc):
+                continue
+            view = holder
+            res = alloc["AllocatedResources"]
+            for task in res["Tasks"].values():
+                view.used_shares += task["Cpu"]["CpuShares"]
+                view.used_cores += len(task["Cpu"]["ReservedCores"] or [])
+                view.used_memory_mb += task["Memory"]["MemoryMB"]
+                for device in task["Devices"] or []:
+                    view.used_devices.update(device["DeviceIDs"])
+            view.used_ports.update(p["Value"] for p in res["Shared"]["Ports"] or [])
+            for key in (alloc["JobID"], f"{alloc['JobID']}/{alloc['TaskGroup']}"):
+                view.job_allocs[key] = view.job_allocs.get(key, 0) + 1
+        return result
+
+    def _evaluate(
+        self,
+        job: dict[str, Any],
+        triggered_by: str,
+        effects: Effects,
+        evaluation: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Reconcile a job's allocations with its spec; returns the evaluation."""
+        index = self._bump("evals")
+        if evaluation is None:
+            evaluation = views.empty_eval(str(uuid.uuid4()), job, triggered_by, index)
+            self._evals[evaluation["ID"]] = evaluation
+            # A new evaluation supersedes the job's blocked one.
+            for other in self._evals.values():
+                if (
+                    other["JobID"] == job["ID"]
+                    and other["Namespace"] == job["Namespace"]
+                    and other["Status"] == "blocked"
+                ):
+                    other["Status"] = "canceled"
+                    other["StatusDescription"] = "evaluation superseded by a newer one"
+                    other["ModifyIndex"] = index
+        failures = self._reconcile(job, evaluation, effects)
+        queued = {tg: n for tg, (_, n) in failures.items()}
+        evaluation["QueuedAllocations"] = {
+            g["Name"]: queued.get(g["Name"], 0) for g in job["TaskGroups"]
+        }
+        evaluation["ModifyIndex"] = index
+        evaluation["ModifyTime"] = views.now_ns()
+        evaluation["JobModifyIndex"] = job["JobModifyIndex"]
+        failed = {tg: m.to_json() for tg, (m, _) in failures.items()} or None
+        if evaluation["Status"] == "blocked":
+            evaluation["FailedTGAllocs"] = failed
+            if not failures:
+                evaluation["Status"] = "complete"
+                evaluation["StatusDescription"] = ""
+            return evaluation
+        evaluation["FailedTGAllocs"] = failed
+        if failures:
+            blocked = views.empty_eval(str(uuid.uuid4()), job, "queued-allocs", index)
+            blocked.update(
+                Status="blocked",
+                StatusDescription="created to place remaining allocations",
+                PreviousEval=evaluation["ID"],
+                FailedTGAllocs=copy.deepcopy(failed),
+                QueuedAllocations=copy.deepcopy(evaluation["QueuedAllocations"]),
+            )
+            self._evals[blocked["ID"]] = blocked
+            evaluation["BlockedEval"] = blocked["ID"]
+        return evaluation
+
+    def _reconcile(
+        self, job: dict[str, Any], evaluation: dict[str, Any], effects: Effects
+    ) -> dict[str, tuple[Metrics, int]]:
+        groups = {g["Name"]: g for g in job["TaskGroups"]}
+        live_by_group: dict[str, list[dict[str, Any]]] = {}
+        for alloc in self._job_allocs(job):
+            if is_terminal(alloc):
+                continue
+            group = groups.get(alloc["TaskGroup"])
+            if job["Stop"] or group is None or alloc["JobVersion"] != job["Version"]:
+                self._stop_alloc(alloc, ALLOC_NOT_NEEDED, effects)
+                continue
+            live_by_group.setdefault(alloc["TaskGroup"], []).append(alloc)
+        failures: dict[str, tuple[Metrics, int]] = {}
+        if job["Stop"]:
+            return failures
+        node_views = self._views()
+        for name, group in groups.items():
+            live = sorted(live_by_group.get(name, []), key=lambda a: a["Name"])
+            for extra in live[group["Count"] :]:
+                self._stop_alloc(extra, ALLOC_NOT_NEEDED, effects)
+            used_names = {a["Name"] for a in live[: group["Count"]]}
+            missing = [
+                i for i in range(group["Count"]) if f"{job['ID']}.{name}[{i}]" not in used_names
+            ]
+            for position, slot in enumerate(missing):
+                result = place(node_views, job, group, self._rng)
+                if isinstance(result, Metrics):
+                    result.coalesced_failures = len(missing) - position - 1
+                    failures[name] = (result, len(missing) - position)
+                    break
+                claim(result, job["ID"], name)
+                self._create_alloc(job, group, slot, result, evaluation, effects)
+        return failures
+
+    def _unblock(self) -> Effects:
+        """Room may have appeared: run blocked evaluations again."""
+        effects = Effects()
+        for evaluation in list(self._evals.values()):
+            if evaluation["Status"] != "blocked":
+                continue
+            job = self._jobs.get((evaluation["Namespace"], evaluation["JobID"]))
+            if job is None or job["Stop"]:
+                evaluation["Status"] = "canceled"
+                evaluation["ModifyIndex"] = self._bump("evals")
+                continue
+            self._evaluate(job, "queued-allocs", effects, evaluation)
+            self._refresh_status(job)
+        return effects
+
+    def _create_alloc(
+        self,
+        job: dict[str, Any],
+        group: dict[str, Any],
+        slot: int,
+        placement: Placement,
+        evaluation: dict[str, Any],
+        effects: Effects,
+    ) -> None:
+        index = self._bump("allocs")
+        alloc_id = str(uuid.uuid4())
+        devices = {td.task: td.devices for td in placement.task_devices}
+        node = placement.node
+        tasks: dict[str, Any] = {}
+        core_cursor = iter(range(node.used_cores - placement.cores, node.used_cores))
+        for task in group["Tasks"]:
+            res = task["Resources"]
+            cores = int(res.get("Cores") or 0)
+            tasks[task["Name"]] = {
+                "Cpu": {
+                    "CpuShares": cores * MHZ_PER_CORE if cores else int(res.get("CPU") or 0),
+                    "ReservedCores": [next(core_cursor) for _ in range(cores)] or None,
+                },
+                "Memory": {
+                    "MemoryMB": int(res.get("MemoryMB") or 0),
+                    "MemoryMaxMB": int(res.get("MemoryMaxMB") or 0),
+                },
+                "Networks": None,
+                "Devices": devices.get(task["Name"]) or None,
+            }
+        disk = int((group.get("EphemeralDisk") or {}).get("SizeMB") or 300)
+        ip = node.attributes.get("unique.network.ip-address", "127.0.0.1")
+        ports = placement.ports or None
+        shared_networks = None
+        if ports:
+            shared_networks = [
+                {
+                    "Mode": (group.get("Networks") or [{}])[0].get("Mode") or "host",
+                    "IP": ip,
+                    "Device": "eth0",
+                    "CIDR": "",
+                    "MBits": 0,
+                    "DNS": None,
+                    "ReservedPorts": None,
+                    "DynamicPorts": [
+                        {
+                            "Label": p["Label"],
+                            "Value": p["Value"],
+                            "To": p["To"],
+                            "HostNetwork": "default",
+                        }
+                        for p in placement.ports
+                    ],
+                }
+            ]
+        now = views.now_ns()
+        alloc = {
+            "ID": alloc_id,
+            "Namespace": job["Namespace"],
+            "EvalID": evaluation["ID"],
+            "Name": f"{job['ID']}.{group['Name']}[{slot}]",
+            "NodeID": node.node.id,
+            "NodeName": node.node.name,
+            "JobID": job["ID"],
+            "JobType": job["Type"],
+            "JobVersion": job["Version"],
+            "Job": copy.deepcopy(job),
+            "TaskGroup": group["Name"],
+            "Resources": {
+                "CPU": sum(t["Cpu"]["CpuShares"] for t in tasks.values()),
+                "MemoryMB": sum(t["Memory"]["MemoryMB"] for t in tasks.values()),
+                "DiskMB": disk,
+                "Networks": shared_networks,
+            },
+            "SharedResources": {
+                "CPU": 0,
+                "MemoryMB": 0,
+                "DiskMB": disk,
+                "Networks": shared_networks,
+            },
+            "TaskResources": {
+                name: {
+                    "CPU": t["Cpu"]["CpuShares"],
+                    "MemoryMB": t["Memory"]["MemoryMB"],
+                    "DiskMB": 0,
+                    "Networks": None,
+                    "Devices": t["Devices"],
+                }
+                for name, t in tasks.items()
+            },
+            "AllocatedResources": {
+                "Tasks": tasks,
+                "TaskLifecycles": {name: None for name in tasks},
+                "Shared": {"DiskMB": disk, "Networks": shared_networks, "Ports": ports},
+            },
+            "Metrics": {
+                "NodesEvaluated": 1,
+                "NodesFiltered": 0,
+                "NodesInPool": 1,
+                "NodesAvailable": {node.node.datacenter: 1},
+                "ClassFiltered": None,
+                "ConstraintFiltered": None,
+                "NodesExhausted": 0,
+                "ClassExhausted": None,
+                "DimensionExhausted": None,
+                "QuotaExhausted": None,
+                "ResourcesExhausted": None,
+                "Scores": {f"{node.node.id}.binpack": round(placement.score, 6)},
+                "ScoreMetaData": None,
+                "AllocationTime": 35000,
+                "CoalescedFailures": 0,
+            },
+            "DesiredStatus": "run",
+            "DesiredDescription": "",
+            "DesiredTransition": {"ForceReschedule": None, "Migrate": None, "Reschedule": None},
+            "ClientStatus": "pending",
+            "ClientDescription": "No tasks have started",
+            "TaskStates": {
+                t["Name"]: views.task_state(
+                    "pending", [views.task_event("Received", "", "Task received by client")]
+                )
+                for t in group["Tasks"]
+            },
+            "DeploymentID": "",
+            "DeploymentStatus": None,
+            "FollowupEvalID": "",
+            "PreviousAllocation": "",
+            "NextAllocation": "",
+            "RescheduleTracker": None,
+            "PreemptedAllocations": None,
+            "PreemptedByAllocation": "",
+            "AllocModifyIndex": index,
+            "CreateIndex": index,
+            "ModifyIndex": index,
+            "CreateTime": now,
+            "ModifyTime": now,
+        }
+        self._allocs[alloc_id] = alloc
+        effects.start_later.append(alloc_id)
+
+    def _touch(self, alloc: dict[str, Any]) -> None:
+        alloc["ModifyIndex"] = self._bump("allocs")
+        alloc["ModifyTime"] = views.now_ns()
+
+    def _start_alloc(self, alloc_id: str) -> None:
+        effects = Effects()
+        with self._lock:
+            self._timers.pop(alloc_id, None)
+            alloc = self._allocs.get(alloc_id)
+            if alloc is None or is_terminal(alloc) or alloc["ClientStatus"] != "pending":
+                return
+            started = views.rfc3339_now()
+            for state in alloc["TaskStates"].values():
+                state["State"] = "running"
+                state["StartedAt"] = started
+                state["Events"] += [
+                    views.task_event("Task Setup", "Building Task Directory"),
+                    views.task_event("Driver", "", "Downloading image"),
+                    views.task_event("Started", "", "Task started by client"),
+                ]
+            alloc["ClientStatus"] = "running"
+            alloc["ClientDescription"] = "Tasks are running"
+            self._touch(alloc)
+            alloc["DeploymentStatus"] = {
+                "Canary": False,
+                "Healthy": True,
+                "ModifyIndex": alloc["ModifyIndex"],
+                "Timestamp": started,
+            }
+            effects.register = self._service_instances(alloc)
+            self._services[alloc_id] = [s.id for s in effects.register]
+            job = self._jobs.get((alloc["Namespace"], alloc["JobID"]))
+            if job is not None:
+                self._refresh_status(job)
+                self._bump("jobs")
+        self._apply(effects)
+
+    def _stop_alloc(
+        self,
+        alloc: dict[str, Any],
+        description: str,
+        effects: Effects,
+        client_status: str = "complete",
+    ) -> None:
+        alloc["DesiredStatus"] = "stop"
+        alloc["DesiredDescription"] = description
+        self._finish(alloc, client_status, effects)
+
+    def _finish(self, alloc: dict[str, Any], client_status: str, effects: Effects) -> None:
+        timer = self._timers.pop(alloc["ID"], None)
+        if timer is not None:
+            timer.cancel()
+        if alloc["ClientStatus"] not in TERMINAL_CLIENT:
+            alloc["ClientStatus"] = client_status
+            alloc["ClientDescription"] = (
+                "All tasks have completed" if client_status == "complete" else "Failed tasks"
+            )
+            finished = views.rfc3339_now()
+            for state in alloc["TaskStates"].values():
+                state["State"] = "dead"
+                state["Failed"] = client_status == "failed"
+                state["FinishedAt"] = finished
+                state["Events"] += [
+                    views.task_event("Killing", "", "Sent interrupt"),
+                    views.task_event("Killed", "", "Task successfully killed"),
+                ]
+        self._touch(alloc)
+        effects.deregister += self._services.pop(alloc["ID"], [])
+
+    def _service_instances(self, alloc: dict[str, Any]) -> list[ServiceInstance]:
+        job = alloc["Job"]
+        group = next(g for g in job["TaskGroups"] if g["Name"] == alloc["TaskGroup"])
+        ports = {p["Label"]: p for p in alloc["AllocatedResources"]["Shared"]["Ports"] or []}
+        record = self._nodes[alloc["NodeID"]]
+        found: list[tuple[str, dict[str, Any]]] = [
+            (f"group-{group['Name']}", s) for s in group.get("Services") or []
+        ]
+        for task in group["Tasks"]:
+            found += [(task["Name"], s) for s in task.get("Services") or []]
+        instances = []
+        for owner, service in found:
+            if (service.get("Provider") or "consul") != "consul":
+                continue
+            label = service.get("PortLabel") or ""
+            port = ports.get(label)
+            if port is not None:
+                number = int(port["Value"])
+            elif label.isdigit():
+                number = int(label)
+            else:
+                number = 0
+            meta = {"external-source": "nomad", **(service.get("Meta") or {})}
+            instances.append(
+                ServiceInstance(
+                    id=f"_nomad-task-{alloc['ID']}-{owner}-{service['Name']}-{label}",
+                    name=service["Name"],
+                    node_id=record.node.id,
+                    node_name=record.node.name,
+                    address=record.address,
+                    port=number,
+                    tags=tuple(service.get("Tags") or ()),
+                    meta={str(k): str(v) for k, v in meta.items()},
+                    check_status="passing",
+                )
+            )
+        return instances
+
+    # ------------------------------------------------------------ allocations
+
+    def stop_allocation(self, alloc_id: str) -> dict[str, Any]:
+        """POST /v1/allocation/<id>/stop: stop it; the job's evaluation places a replacement."""
+        with self._lock:
+            alloc = self._allocs.get(alloc_id)
+            if alloc is None:
+                raise KeyError("alloc not found")
+            effects = Effects()
+            self._stop_alloc(alloc, "alloc was stopped by user", effects)
+            job = self._jobs.get((alloc["Namespace"], alloc["JobID"]))
+            evaluation = (
+                self._evaluate(job, "alloc-stop", effects) if job and not job["Stop"] else None
+            )
+            index = self._index
+        self._apply(effects)
+        return {"EvalID": evaluation["ID"] if evaluation else "", "Index": index}
+
+    def fail_allocation(self, alloc_id: str, *, reschedule: bool = True) -> str | None:
+        """Mark an allocation failed (its tasks died); optionally place a replacement."""
+        with self._lock:
+            alloc = self._allocs.get(alloc_id)
+            if alloc is None:
+                raise KeyError(f"alloc not found: {alloc_id}")
+            effects = Effects()
+            self._finish(alloc, "failed", effects)
+            alloc["DesiredStatus"] = "stop" if not reschedule else alloc["DesiredStatus"]
+            job = self._jobs.get((alloc["Namespace"], alloc["JobID"]))
+            replacement: str | None = None
+            if reschedule and job is not None and not job["Stop"]:
+                before = set(self._allocs)
+                self._evaluate(job, "alloc-failure", effects)
+                new = [a for a in self._allocs if a not in before]
+                if new:
+                    replacement = new[0]
+                    alloc["NextAllocation"] = replacement
+                    self._allocs[replacement]["PreviousAllocation"] = alloc_id
+            if job is not None:
+                self._refresh_status(job)
+            more = self._unblock()
+            effects.register += more.register
+            effects.deregister += more.deregister
+            effects.start_later += more.start_later
+        self._apply(effects)
+        return replacement
+
+    def set_service_check(self, alloc_id: str, status: CheckStatus) -> None:
+        with self._lock:
+            service_ids = list(self._services.get(alloc_id, []))
+        if self.registry is not None:
+            for service_id in service_ids:
+                self.registry.set_check_status(service_id, status)
+
+    def alloc(self, alloc_id: str) -> dict[str, Any] | None:
+        with self._lock:
+            alloc = self._allocs.get(alloc_id)
+            return copy.deepcopy(alloc) if alloc else None
+
+    def allocs(
+        self,
+        *,
+        namespace: str = "*",
+        job_id: str | None = None,
+        node_id: str | None = None,
+        prefix: str = "",
+    ) -> list[dict[str, Any]]:
+        with self._lock:
+            found = [
+                a
+                for a in self._allocs.values()
+                if namespace in ("*", a["Namespace"])
+                and (job_id is None or a["JobID"] == job_id)
+                and (node_id is None or a["NodeID"] == node_id)
+                and a["ID"].startswith(prefix)
+            ]
+            found.sort(key=lambda a: (a["CreateIndex"], a["ID"]), reverse=True)
+            return copy.deepcopy(found)
+
+    # ------------------------------------------------------------ evaluations
+
+    def evaluation(self, eval_id: str) -> dict[str, Any] | None:
+        with self._lock:
+            evaluation = self._evals.get(eval_id)
+            if evaluation is None:
+                return None
+            result = copy.deepcopy(evaluation)
+            related = [
+                e
+                for e in self._evals.values()
+                if e["ID"] in (evaluation["BlockedEval"], evaluation["PreviousEval"])
+            ]
+            result["RelatedEvals"] = [views.eval_stub(e) for e in related] or None
+            return result
+
+    def evaluations(
+        self, *, namespace: str = "*", job_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        with self._lock:
+            found = [
+                copy.deepcopy(e)
+                for e in self._evals.values()
+                if namespace in ("*", e["Namespace"]) and (job_id is None or e["JobID"] == job_id)
+            ]
+        found.sort(key=lambda e: e["CreateIndex"], reverse=True)
+        return found
+
+    def run_locked(self, fn: Callable[[], Any]) -> Any:
+        with self._lock:
+            return fn()
+
+
+def _spec(job: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in job.items() if k not in _SERVER_FIELDS}
+
+
+def register_error_status(exc: Exception) -> int:
+    return 500 if isinstance(exc, JobValidationError | CasError) else 400
