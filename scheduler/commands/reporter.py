@@ -18,13 +18,13 @@ FAKE_FLEETS = ("h100", "h200", "a100", "a100-mig", "failing", "missing")
 
 def consul_client(addr: str | None) -> object:
     """A py-consul client; with no address, py-consul reads CONSUL_HTTP_ADDR / CONSUL_HTTP_TOKEN."""
-    import consul
+    from consul.std import Consul
 
     if not addr:
-        return consul.Consul()
+        return Consul()
     scheme, _, rest = addr.rpartition("://")
     host, _, port = rest.partition(":")
-    return consul.Consul(host=host, port=int(port or 8500), scheme=scheme or "http")
+    return Consul(host=host, port=int(port or 8500), scheme=scheme or "http")
 
 
 def fake_nvml(fleet: str) -> object:

@@ -52,14 +52,14 @@ class ReportWriter:
 
     def renew(self) -> bool:
         """Extend the session; False (and a new session on the next publish) if it expired."""
-        import consul
+        from consul.exceptions import NotFound
 
         if self.session_id is None:
             return False
         try:
             self._consul.session.renew(self.session_id)
             return True
-        except consul.NotFound:
+        except NotFound:
             self._log(f"session {self.session_id} expired; the record was deleted, re-creating it")
             self.session_id = None
             return False

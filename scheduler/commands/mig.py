@@ -1,0 +1,70 @@
+"""`llm-scheduler mig plan|apply`: MIG layouts from NVIDIA's geometry tables.
+
+`plan` is offline: it prints a layout (profile and placement start of every GPU instance) as
+JSON, exit 0, or the reason none exists, exit 1. `apply` re-partitions an idle GPU of this node
+through NVML, and only with --apply; without it, it prints what it would do. Bad --want: exit 2.
+"""
+
+from __future__ import annotations
+
+import typer
+
+WANT_HELP = "PROFILE=COUNT[,PROFILE=COUNT...], e.g. 3g.40gb=2,1g.10gb=1"
+
+
+def _want(text: str) -> dict[str, int]:
+    from scheduler.core.mig_geometry import parse_want
+
+    try:
+        return parse_want(text)
+    except ValueError as err:
+        typer.echo(str(err), err=True)
+        raise typer.Exit(2) from None
+
+
+def register(app: typer.Typer) -> None:
+    mig = typer.Typer(help="Plan and apply MIG layouts.", no_args_is_help=True)
+    app.add_typer(mig, name="mig")
+
+    @mig.command("plan")
+    def plan_cmd(
+        gpu: str = typer.Option(..., "--gpu", help='GPU model, e.g. "NVIDIA A100-SXM4-80GB"'),
+        want: str = typer.Option(..., "--want", help=WANT_HELP),
+    ) -> None:
+        """Print a MIG layout holding the wanted instances, as JSON."""
+        from scheduler.core.mig_geometry import LayoutError, plan_layout
+
+        result = plan_layout(gpu, _want(want))
+        if isinstance(result, LayoutError):
+            typer.echo(result.reason, err=True)
+            raise typer.Exit(1)
+        typer.echo(result.model_dump_json(indent=2))
+
+    @mig.command("apply")
+    def apply_cmd(
+        gpu_index: int = typer.Option(..., "--gpu-index", help="NVML index of the GPU"),
+        want: str = typer.Option(..., "--want", help=WANT_HELP),
+        apply: bool = typer.Option(False, "--apply", help="really change the GPU"),
+        fake: str | None = typer.Option(None, "--fake-nvml", hidden=True),
+    ) -> None:
+        """Re-partition an idle MIG GPU of this node into the planned layout (needs root)."""
+        from scheduler.commands.reporter import FAKE_FLEETS, fake_nvml
+        from scheduler.reporter.mig_apply import MigApplyError, apply_mig_layout
+
+        wanted = _want(want)
+        if fake is not None and fake not in FAKE_FLEETS:
+            typer.echo(f"--fake-nvml must be one of {', '.join(FAKE_FLEETS)}", err=True)
+            raise typer.Exit(2)
+        try:
+            result = apply_mig_layout(
+                gpu_index, wanted, apply=apply, nvml=fake_nvml(fake) if fake else None
+            )
+        except MigApplyError as err:
+            typer.echo(str(err), err=True)
+            raise typer.Exit(1) from None
+        for step in result.steps:
+            typer.echo(step)
+        if apply:
+            typer.echo(f"{result.gpu} is now {result.layout.describe()}")
+        else:
+            typer.echo(f"dry run: nothing changed on {result.gpu}; add --apply to do it")
