@@ -71,6 +71,10 @@ class NodeRecord:
         n = self.node
         cores = int(n.cpu_cores)
         return {
+            "consul.datacenter": n.datacenter,
+            "consul.revision": "b9d1b6a8",
+            "consul.server": "false",
+            "consul.version": "1.20.1",
             "cpu.arch": "amd64",
             "cpu.frequency": str(MHZ_PER_CORE),
             "cpu.modelname": "AMD EPYC 9654 96-Core Processor",
@@ -79,22 +83,33 @@ class NodeRecord:
             "cpu.totalcompute": str(cores * MHZ_PER_CORE),
             "cpu.usablecompute": str(cores * MHZ_PER_CORE),
             "driver.docker": "1",
+            "driver.docker.bridge_ip": "172.17.0.1",
+            "driver.docker.os_type": "linux",
             "driver.docker.runtimes": "io.containerd.runc.v2,nvidia,runc",
             "driver.docker.version": "27.3.1",
+            "driver.docker.volumes.enabled": "true",
+            "driver.exec": "1",
             "kernel.name": "linux",
             "kernel.version": "6.8.0-49-generic",
             "memory.totalbytes": str(int(n.memory_gb * (1 << 30))),
+            "nomad.revision": "a1b2c3d4e5f60718293a4b5c6d7e8f9012345678",
             "nomad.version": NOMAD_VERSION,
             "os.name": "ubuntu",
+            "os.signals": "SIGHUP,SIGINT,SIGQUIT,SIGKILL,SIGUSR1,SIGUSR2,SIGTERM,SIGCONT",
             "os.version": "24.04",
             "plugins.nvidia-gpu.version": "1.1.0",
             "unique.advertise.address": f"{self.address}:4646",
+            "unique.cgroup.mountpoint": "/sys/fs/cgroup",
+            "unique.consul.name": n.name,
             "unique.hostname": n.name,
             "unique.network.ip-address": self.address,
+            "unique.storage.bytesfree": str(1_500_000 * (1 << 20)),
+            "unique.storage.bytestotal": str(1_800_000 * (1 << 20)),
+            "unique.storage.volume": "/dev/nvme0n1p2",
         }
 
     def meta(self) -> dict[str, str]:
-        meta = {"connect.log_level": "info"}
+        meta = {"connect.log_level": "info", "connect.sidecar_image": "envoyproxy/envoy:v1.31.2"}
         islands = nvlink_groups(self.node)
         if islands:
             meta["nvlink.groups"] = islands
@@ -251,14 +266,31 @@ class Cluster:
         }
 
     def _drivers(self) -> dict[str, Any]:
+        def driver(detected: bool, attrs: dict[str, str] | None, why: str = "") -> dict[str, Any]:
+            return {
+                "Attributes": attrs,
+                "Detected": detected,
+                "HealthDescription": "Healthy" if detected else why,
+                "Healthy": detected,
+                "UpdateTime": "2026-12-01T00:00:00.000000000Z",
+            }
+
         return {
-            "docker": {
-                "Attributes": {"driver.docker": "true"},
-                "Detected": True,
-                "HealthDescription": "Healthy",
-                "Healthy": True,
-                "UpdateTime": views.rfc3339_now(),
-            },
+            "docker": driver(
+                True,
+                {
+                    "driver.docker": "true",
+                    "driver.docker.bridge_ip": "172.17.0.1",
+                    "driver.docker.os_type": "linux",
+                    "driver.docker.runtimes": "io.containerd.runc.v2,nvidia,runc",
+                    "driver.docker.version": "27.3.1",
+                    "driver.docker.volumes.enabled": "true",
+                },
+            ),
+            "exec": driver(True, {"driver.exec": "true"}),
+            "raw_exec": driver(False, {}, "disabled"),
+            "java": driver(False, {}, ""),
+            "qemu": driver(False, {}, ""),
         }
 
     def _node_stub(self, record: NodeRecord, *, resources: bool, os_attrs: bool) -> dict[str, Any]:
