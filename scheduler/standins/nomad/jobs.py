@@ -31,9 +31,12 @@ def multierror(errors: list[str]) -> str:
 
 
 def _defaults(target: dict[str, Any], defaults: dict[str, Any]) -> None:
+    """Fill missing or null keys; sub-objects given in part get their missing keys filled."""
     for key, value in defaults.items():
         if target.get(key) is None:
             target[key] = copy.deepcopy(value)
+        elif isinstance(value, dict) and isinstance(target[key], dict):
+            _defaults(target[key], value)
 
 
 def _decode_uint(value: Any, field: str) -> int:
@@ -89,6 +92,8 @@ def canonicalize(raw: Any, *, region: str) -> dict[str, Any]:
             "Status": "",
             "StatusDescription": "",
             "Version": 0,
+            "ConsulToken": "",
+            "VaultToken": "",
         },
     )
     job.setdefault("Name", job.get("ID"))
@@ -99,18 +104,20 @@ def canonicalize(raw: Any, *, region: str) -> dict[str, Any]:
     for key in ("Constraints", "Affinities", "Spreads", "Meta", "Periodic", "ParameterizedJob"):
         job.setdefault(key, None)
     job.setdefault("Payload", None)
-    job.setdefault(
-        "Update",
+    _defaults(
+        job,
         {
-            "Stagger": 30 * SECOND,
-            "MaxParallel": 1,
-            "HealthCheck": "checks",
-            "MinHealthyTime": 10 * SECOND,
-            "HealthyDeadline": 300 * SECOND,
-            "ProgressDeadline": 600 * SECOND,
-            "AutoRevert": False,
-            "AutoPromote": False,
-            "Canary": 0,
+            "Update": {
+                "Stagger": 30 * SECOND,
+                "MaxParallel": 1,
+                "HealthCheck": "checks",
+                "MinHealthyTime": 10 * SECOND,
+                "HealthyDeadline": 300 * SECOND,
+                "ProgressDeadline": 600 * SECOND,
+                "AutoRevert": False,
+                "AutoPromote": False,
+                "Canary": 0,
+            }
         },
     )
     groups = _decode_list(job.get("TaskGroups"), "Job.TaskGroups")
