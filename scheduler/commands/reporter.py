@@ -53,6 +53,9 @@ def register(app: typer.Typer) -> None:
         ),
         interval: float = typer.Option(5.0, "--interval", help="seconds between reads"),
         ttl: int = typer.Option(15, "--ttl", help="Consul session TTL in seconds (10..86400)"),
+        refresh: float = typer.Option(
+            30.0, "--refresh", help="rewrite at most this often when only usage figures change"
+        ),
         prefix: str = typer.Option("llm-scheduler/", "--prefix", help="Consul KV prefix"),
         consul_addr: str | None = typer.Option(
             None, "--consul-addr", help="http://host:port (default: $CONSUL_HTTP_ADDR)"
@@ -115,6 +118,7 @@ def register(app: typer.Typer) -> None:
             key,
             ttl_s=ttl,
             session_name=f"llm-scheduler-gpu-reporter {node}",
+            refresh_s=refresh,
             log=_say,
         )
         stop = threading.Event()

@@ -8,11 +8,16 @@ its session) Consul deletes the key, so the scheduler never trusts a stale recor
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 from scheduler.reporter.probe import GpuProbe
 from scheduler.reporter.record import NodeGpuReport
+
+# Fields that move all the time on a busy GPU; a change in them alone is written at most every
+# `refresh_s`, so that watchers of the nodes/ prefix are not woken on every tick.
+VOLATILE_FIELDS = {"memory_used_bytes", "utilization_gpu_pct", "utilization_memory_pct"}
 
 # Consul refuses session TTLs outside 10s..24h (https://developer.hashicorp.com/consul/api-docs/session).
 MIN_TTL_S = 10
@@ -29,14 +34,20 @@ class ReportWriter:
         *,
         ttl_s: int,
         session_name: str,
+        refresh_s: float = 30.0,
         log: Callable[[str], None] = lambda _line: None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._consul = consul_client
         self._key = key
         self._ttl_s = ttl_s
         self._name = session_name
+        self._refresh_s = refresh_s
         self._log = log
+        self._clock = clock
         self.session_id: str | None = None
+        self._written: tuple[str | None, str, float] | None = None  # session, stable part, when
+        self.writes = 0
 
     @property
     def key(self) -> str:
@@ -62,14 +73,26 @@ class ReportWriter:
         except NotFound:
             self._log(f"session {self.session_id} expired; the record was deleted, re-creating it")
             self.session_id = None
+            self._written = None
             return False
 
     def publish(self, report: NodeGpuReport) -> bool:
         """Write the record, holding the key with our session. False if another session holds it
         (for example a previous reporter on this node whose session has not expired yet)."""
         session = self._ensure_session()
-        body = report.model_dump_json()
-        if self._consul.kv.put(self._key, body, acquire=session):
+        stable = _stable_part(report)
+        now = self._clock()
+        if self._written is not None:
+            last_session, last_stable, last_at = self._written
+            if (
+                last_session == session
+                and last_stable == stable
+                and now - last_at < self._refresh_s
+            ):
+                return True  # nothing that matters changed; the renewed session keeps it alive
+        if self._consul.kv.put(self._key, report.model_dump_json(), acquire=session):
+            self._written = (session, stable, now)
+            self.writes += 1
             return True
         self._log(f"{self._key} is held by another session; retrying on the next tick")
         return False
@@ -83,6 +106,17 @@ class ReportWriter:
         except Exception as err:  # best effort at shutdown; the TTL deletes it anyway
             self._log(f"could not destroy session {self.session_id}: {err}")
         self.session_id = None
+        self._written = None
+
+
+def _stable_part(report: NodeGpuReport) -> str:
+    data = report.model_dump(mode="json", exclude={"reported_at"})
+    for gpu in data["gpus"]:
+        for name in VOLATILE_FIELDS:
+            gpu.pop(name, None)
+        for mig in gpu["mig_devices"]:
+            mig.pop("memory_used_bytes", None)
+    return repr(data)
 
 
 def run_reporter(
