@@ -12,6 +12,7 @@ nvidia-ml-py only dlopens libnvidia-ml.so.1 in nvmlInit). Handles are the fake's
 
 from __future__ import annotations
 
+import uuid as uuidlib
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -32,6 +33,11 @@ PROFILE_IDS = {
     "NVML_GPU_INSTANCE_PROFILE_7_SLICE": 0,
 }
 GIB = 1024**3
+
+
+def _uuid5(seed: str) -> str:
+    """Stable, real-looking UUIDs, so fleets are the same in every run."""
+    return str(uuidlib.uuid5(uuidlib.NAMESPACE_URL, f"fake-nvml:{seed}"))
 
 
 def _error(code: int) -> pynvml.NVMLError:
@@ -104,7 +110,7 @@ class FakeGpu:
             profile_id=PROFILE_IDS[spec.nvml_enum],
             start=start,
             size=spec.memory_slices,
-            uuid=uuid or f"MIG-{self.uuid[4:12]}-{gi_id:04d}-0000-0000-{start:012d}",
+            uuid=uuid or f"MIG-{_uuid5(f'{self.uuid}/{gi_id}/{start}/{profile}')}",
         )
         self.instances.append(gi)
         return gi
@@ -443,7 +449,7 @@ class FakeNvml:
 
 
 def _uuid(prefix: str, index: int) -> str:
-    return f"GPU-{prefix}{index:02d}0000-0000-0000-0000-00000000000{index % 10}"
+    return f"GPU-{_uuid5(f'{prefix}/{index}')}"
 
 
 def _bus(index: int) -> str:
