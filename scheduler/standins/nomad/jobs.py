@@ -101,7 +101,17 @@ def canonicalize(raw: Any, *, region: str) -> dict[str, Any]:
         job["Name"] = job.get("ID")
     if not job.get("Datacenters"):
         job["Datacenters"] = ["*"]
-    for key in ("Constraints", "Affinities", "Spreads", "Meta", "Periodic", "ParameterizedJob"):
+    for key in (
+        "Constraints",
+        "Affinities",
+        "Spreads",
+        "Meta",
+        "Periodic",
+        "ParameterizedJob",
+        "Migrate",
+        "Reschedule",
+        "Multiregion",
+    ):
         job.setdefault(key, None)
     job.setdefault("Payload", None)
     _defaults(

@@ -1,0 +1,144 @@
+"""Blocking queries (index/wait), faults and ACLs."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import httpx
+import pytest
+from nomad_helpers import gpu_job
+
+import nomad
+from scheduler.core.models import Node
+from scheduler.standins.faults import Faults
+from scheduler.standins.nomad import READ, WRITE, NomadACL, NomadStandin, NomadToken
+
+
+def _index(response: httpx.Response) -> int:
+    return int(response.headers["X-Nomad-Index"])
+
+
+def test_blocking_allocations_return_soon_after_a_change(
+    standin: NomadStandin, client: nomad.Nomad
+) -> None:
+    client.jobs.register_job(gpu_job("llm-block"))
+    first = client.job.request("llm-block", "allocations", method="get")
+    index = int(first.headers["X-Nomad-Index"])
+    assert first.json()[0]["ClientStatus"] == "pending"
+    started = time.monotonic()
+    # The allocation turns running after load_delay_s (0.05 s): that change wakes the query.
+    answer = client.job.request(
+        "llm-block",
+        "allocations",
+        method="get",
+        params={"index": index, "wait": "30s"},
+        timeout=40,
+    )
+    elapsed = time.monotonic() - started
+    assert elapsed < 2.0
+    assert int(answer.headers["X-Nomad-Index"]) > index
+    assert answer.json()[0]["ClientStatus"] == "running"
+
+
+def test_blocking_wakes_on_a_write_from_another_thread(standin: NomadStandin) -> None:
+    assert standin._server is not None
+    url = standin._server.url
+    index = _index(httpx.get(f"{url}/v1/allocations"))
+    timer = threading.Timer(0.3, lambda: httpx.post(f"{url}/v1/jobs", json=gpu_job("llm-wake")))
+    timer.start()
+    started = time.monotonic()
+    answer = httpx.get(f"{url}/v1/allocations", params={"index": index, "wait": "20s"}, timeout=30)
+    timer.join()
+    assert 0.2 < time.monotonic() - started < 3.0
+    assert [a["JobID"] for a in answer.json()] == ["llm-wake"]
+
+
+def test_blocking_times_out_with_the_same_index(standin: NomadStandin) -> None:
+    assert standin._server is not None
+    url = standin._server.url
+    index = _index(httpx.get(f"{url}/v1/nodes"))
+    started = time.monotonic()
+    answer = httpx.get(f"{url}/v1/nodes", params={"index": index, "wait": "300ms"})
+    assert 0.25 < time.monotonic() - started < 2.0
+    assert _index(answer) == index
+
+
+def test_unrelated_tables_do_not_wake_node_watchers(
+    standin: NomadStandin, fleet: list[Node]
+) -> None:
+    assert standin._server is not None
+    url = standin._server.url
+    index = _index(httpx.get(f"{url}/v1/nodes"))
+    httpx.post(f"{url}/v1/jobs", json=gpu_job("llm-other"))
+    answer = httpx.get(f"{url}/v1/nodes", params={"index": index, "wait": "200ms"})
+    assert _index(answer) == index
+    standin.set_node_eligibility(fleet[0].id, False)
+    changed = httpx.get(f"{url}/v1/nodes", params={"index": index, "wait": "5s"})
+    assert _index(changed) > index
+
+
+def test_index_reset_goes_backwards(fleet: list[Node]) -> None:
+    faults = Faults(seed=1)
+    standin = NomadStandin(fleet, load_delay_s=0.01, faults=faults)
+    server = standin.start()
+    try:
+        for i in range(5):
+            httpx.post(f"{server.url}/v1/jobs", json=gpu_job(f"llm-r{i}"))
+        before = _index(httpx.get(f"{server.url}/v1/jobs"))
+        faults.reset_index()
+        after = _index(httpx.get(f"{server.url}/v1/jobs"))
+        assert after < before
+        faults.set("/v1/jobs", error_rate=1.0)
+        failing = httpx.get(f"{server.url}/v1/jobs")
+        assert failing.status_code == 500 and failing.headers["content-type"].startswith(
+            "text/plain"
+        )
+        assert httpx.get(f"{server.url}/v1/nodes").status_code == 200
+    finally:
+        standin.stop()
+
+
+@pytest.fixture
+def acl_standin(fleet: list[Node]) -> NomadStandin:
+    acl = NomadACL(
+        [
+            NomadToken("reader", namespaces={"default": READ}, node="read"),
+            NomadToken("writer", namespaces={"default": WRITE}),
+            NomadToken("root", management=True),
+        ]
+    )
+    return NomadStandin(fleet, load_delay_s=0.01, acl=acl)
+
+
+def test_acl_tokens(acl_standin: NomadStandin) -> None:
+    server = acl_standin.start()
+    try:
+        anonymous = nomad.Nomad(host="127.0.0.1", port=server.port)
+        with pytest.raises(nomad.api.exceptions.URLNotAuthorizedNomadException) as denied:
+            anonymous.jobs.get_jobs()
+        assert denied.value.nomad_resp.text == "Permission denied"
+        unknown = nomad.Nomad(host="127.0.0.1", port=server.port, token="who")
+        with pytest.raises(nomad.api.exceptions.URLNotAuthorizedNomadException) as missing:
+            unknown.nodes.get_nodes()
+        assert missing.value.nomad_resp.text == "ACL token not found"
+
+        reader = nomad.Nomad(host="127.0.0.1", port=server.port, token="reader")
+        assert len(reader.nodes.get_nodes()) == 6
+        with pytest.raises(nomad.api.exceptions.URLNotAuthorizedNomadException):
+            reader.jobs.register_job(gpu_job("llm-acl"))
+        writer = nomad.Nomad(host="127.0.0.1", port=server.port, token="writer")
+        writer.jobs.register_job(gpu_job("llm-acl"))
+        assert [j["ID"] for j in reader.jobs.get_jobs()] == ["llm-acl"]
+        with pytest.raises(nomad.api.exceptions.URLNotAuthorizedNomadException):
+            writer.nodes.get_nodes()  # no node policy
+        bearer = httpx.get(f"{server.url}/v1/jobs", headers={"Authorization": "Bearer root"})
+        assert bearer.status_code == 200
+        other_ns = httpx.get(
+            f"{server.url}/v1/jobs",
+            params={"namespace": "team-b"},
+            headers={"X-Nomad-Token": "reader"},
+        )
+        assert other_ns.status_code == 403
+    finally:
+        acl_standin.stop()
