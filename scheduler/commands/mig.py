@@ -40,6 +40,32 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(1)
         typer.echo(result.model_dump_json(indent=2))
 
+    @mig.command("profiles")
+    def profiles_cmd(
+        gpu: str = typer.Option(..., "--gpu", help='GPU model, e.g. "NVIDIA H200"'),
+    ) -> None:
+        """Print the MIG profiles of a GPU model: slices, maximum count, placement starts."""
+        import json
+
+        from scheduler.core.mig_geometry import geometry_for
+
+        geometry = geometry_for(gpu)
+        if geometry is None:
+            typer.echo(f"no MIG geometry is known for GPU {gpu!r}", err=True)
+            raise typer.Exit(1)
+        rows = [
+            {
+                "profile": p.name,
+                "compute_slices": p.compute_slices,
+                "memory_slices": p.memory_slices,
+                "max_count": p.max_count,
+                "starts": list(p.starts),
+            }
+            for p in geometry.profiles
+        ]
+        body = {"geometry": geometry.key, "confirmed": geometry.confirmed, "profiles": rows}
+        typer.echo(json.dumps(body, indent=2))
+
     @mig.command("apply")
     def apply_cmd(
         gpu_index: int = typer.Option(..., "--gpu-index", help="NVML index of the GPU"),

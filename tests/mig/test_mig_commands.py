@@ -101,3 +101,12 @@ def test_apply_command_dry_run_and_apply() -> None:
     refused = runner.invoke(app, [*base[:-2], "--fake-nvml", "h100", "--apply"])
     assert refused.exit_code == 1
     assert "MIG mode is off" in refused.stderr
+
+
+def test_profiles_lists_the_table() -> None:
+    result = runner.invoke(app, ["mig", "profiles", "--gpu", "NVIDIA H200"])
+    assert result.exit_code == 0, result.output
+    body = json.loads(result.stdout)
+    assert body["geometry"] == "h200-141gb" and body["confirmed"] is False
+    assert {r["profile"]: r["max_count"] for r in body["profiles"]}["1g.35gb"] == 4
+    assert runner.invoke(app, ["mig", "profiles", "--gpu", "Tesla T4"]).exit_code == 1
