@@ -1,0 +1,52 @@
+"""`llm-scheduler devcluster`: serve a Consul and a Nomad stand-in on loopback until stopped."""
+
+from __future__ import annotations
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("devcluster")
+    def devcluster_cmd(
+        consul_port: int = typer.Option(0, "--consul-port", help="0 picks a free port"),
+        nomad_port: int = typer.Option(0, "--nomad-port", help="0 picks a free port"),
+        fleet: str | None = typer.Option(
+            None, "--fleet", help="YAML or JSON list of nodes; default: the built-in fleet"
+        ),
+        load_delay: float = typer.Option(
+            1.0, "--load-delay", min=0, help="seconds an allocation stays pending"
+        ),
+    ) -> None:
+        """Run embedded Consul and Nomad stand-ins (GPU fleet included) until Ctrl-C."""
+        import signal
+        import sys
+        import threading
+
+        from scheduler.standins.devcluster import DevCluster
+        from scheduler.standins.fleet import FleetError, builtin_fleet, load_fleet
+
+        try:
+            nodes = load_fleet(fleet) if fleet else builtin_fleet()
+        except FleetError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            raise typer.Exit(code=2) from exc
+        cluster = DevCluster(nodes, consul_port, nomad_port, load_delay_s=load_delay)
+        try:
+            cluster.start()
+        except OSError as exc:
+            print(f"error: cannot listen: {exc.strerror or exc}", file=sys.stderr)
+            raise typer.Exit(code=1) from exc
+        done = threading.Event()
+
+        def _stop(signum: int, frame: object) -> None:
+            done.set()
+
+        signal.signal(signal.SIGINT, _stop)
+        signal.signal(signal.SIGTERM, _stop)
+        print(f"consul {cluster.consul_url}", flush=True)
+        print(f"nomad {cluster.nomad_url}", flush=True)
+        try:
+            while not done.wait(0.5):
+                pass
+        finally:
+            cluster.stop()

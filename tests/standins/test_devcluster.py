@@ -1,0 +1,165 @@
+"""The devcluster: Consul and Nomad stand-ins together, and the `devcluster` command."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+import consul
+import nomad
+from scheduler.standins.devcluster import DevCluster
+from scheduler.standins.fleet import FleetError, builtin_fleet, load_fleet
+
+CLI = [sys.executable, "-c", "from scheduler.cli import main; main()"]
+LINE = re.compile(r"^(consul|nomad) http://127\.0\.0\.1:(\d+)$")
+
+
+def _job(node_id: str) -> dict:
+    return {
+        "Job": {
+            "ID": "llm-demo-r1",
+            "TaskGroups": [
+                {
+                    "Name": "shard-0",
+                    "Constraints": [
+                        {"LTarget": "${node.unique.id}", "RTarget": node_id, "Operand": "="}
+                    ],
+                    "Networks": [{"DynamicPorts": [{"Label": "http", "To": 8000}]}],
+                    "Services": [{"Name": "llm-demo", "PortLabel": "http"}],
+                    "Tasks": [
+                        {
+                            "Name": "vllm",
+                            "Driver": "docker",
+                            "Resources": {"Devices": [{"Name": "nvidia/gpu", "Count": 1}]},
+                        }
+                    ],
+                }
+            ],
+        }
+    }
+
+
+def _passing(c: consul.Consul, name: str) -> list[dict]:
+    return c.health.service(name, passing=True)[1]
+
+
+def test_nomad_services_appear_in_consul() -> None:
+    fleet = builtin_fleet()
+    with DevCluster(fleet, load_delay_s=0.05) as cluster:
+        n = nomad.Nomad(host="127.0.0.1", port=int(cluster.nomad_url.rsplit(":", 1)[1]))
+        c = consul.Consul(host="127.0.0.1", port=int(cluster.consul_url.rsplit(":", 1)[1]))
+        n.jobs.register_job(_job(fleet[0].id))
+        deadline = time.monotonic() + 5
+        while not _passing(c, "llm-demo") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        (entry,) = _passing(c, "llm-demo")
+        assert entry["Service"]["ID"].startswith("_nomad-task-")
+        assert entry["Node"]["Node"] == fleet[0].name
+        n.job.deregister_job("llm-demo-r1")
+        assert _passing(c, "llm-demo") == []
+        assert cluster.nomad.jobs()[0]["Stop"] is True
+
+
+def test_devcluster_command_prints_both_urls_and_stops_on_sigterm(tmp_path: Path) -> None:
+    fleet_file = tmp_path / "fleet.json"
+    fleet_file.write_text(json.dumps([builtin_fleet()[0].model_dump()]))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "scheduler.cli",
+            "devcluster",
+            "--fleet",
+            str(fleet_file),
+            "--load-delay",
+            "0.1",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        assert proc.stdout is not None
+        lines = [proc.stdout.readline().strip(), proc.stdout.readline().strip()]
+        matches = [LINE.match(line) for line in lines]
+        assert all(matches), lines
+        urls = {m.group(1): f"http://127.0.0.1:{m.group(2)}" for m in matches if m}
+        assert set(urls) == {"consul", "nomad"}
+        assert len(httpx.get(f"{urls['nomad']}/v1/nodes").json()) == 1
+        assert httpx.get(f"{urls['consul']}/v1/kv/nothing").status_code == 404
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=10)
+    assert code == 0
+
+
+def test_devcluster_command_reports_a_bad_fleet(tmp_path: Path) -> None:
+    bad = tmp_path / "fleet.yaml"
+    bad.write_text("- id: n1\n  name: a\n  cpu_cores: many\n  memory_gb: 1\n")
+    result = subprocess.run(
+        [*CLI, "devcluster", "--fleet", str(bad)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 2
+    assert "node[0].cpu_cores" in result.stderr
+
+
+def test_builtin_fleet_is_mixed_and_stable() -> None:
+    fleet = builtin_fleet()
+    assert fleet == builtin_fleet()
+    models = {g.model for n in fleet for g in n.gpus}
+    assert models == {"NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB"}
+    mig = [g for n in fleet for g in n.gpus if g.mig]
+    assert mig and {s.profile for g in mig for s in g.mig or []} >= {"3g.40gb", "1g.10gb"}
+    assert all(len(n.id) == 36 for n in fleet)
+    assert all(g.nvlink_peers for n in fleet for g in n.gpus)
+
+
+def test_load_fleet_yaml_and_json(tmp_path: Path) -> None:
+    yaml_file = tmp_path / "f.yaml"
+    yaml_file.write_text(
+        "nodes:\n- id: 7d0d6b8c-2b36-4f0e-9a4e-1c9d8e9f0a11\n  name: g1\n  cpu_cores: 32\n"
+        "  memory_gb: 256\n  gpus:\n  - {id: GPU-1, model: NVIDIA L40S, memory_gb: 48}\n"
+    )
+    (node,) = load_fleet(yaml_file)
+    assert node.gpus[0].model == "NVIDIA L40S"
+    json_file = tmp_path / "f.json"
+    json_file.write_text(json.dumps([node.model_dump()]))
+    assert load_fleet(json_file) == [node]
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("[{name: a, cpu_cores: 1, memory_gb: 1}]", "node[0].id: Field required"),
+        (
+            "- {id: a, name: a, cpu_cores: 1, memory_gb: 1, gpus: [{id: G, model: m}]}",
+            "node[0].gpus[0].memory_gb",
+        ),
+        (
+            "- {id: a, name: a, cpu_cores: 1, memory_gb: 1}\n- {id: a, name: b, cpu_cores: 1,"
+            " memory_gb: 1}",
+            "node[1].id",
+        ),
+        ("{a: [", "not valid YAML"),
+        ("42", "expected a list of nodes"),
+    ],
+)
+def test_load_fleet_errors_are_one_line(tmp_path: Path, text: str, needle: str) -> None:
+    path = tmp_path / "fleet.yaml"
+    path.write_text(text)
+    with pytest.raises(FleetError) as err:
+        load_fleet(path)
+    assert needle in str(err.value) and "\n" not in str(err.value)
