@@ -21,6 +21,12 @@ from scheduler.reporter.record import GpuReport, NodeGpuReport, normalize_pci_bu
 
 GPUS_SUFFIX = "/gpus"
 
+# XIDs that NVIDIA's catalog attributes to the application rather than the GPU (13 graphics
+# engine exception, 31 GPU memory page fault, 43 GPU stopped processing: a faulting CUDA
+# program), https://docs.nvidia.com/deploy/xid-errors/. A buggy model must not take GPUs out
+# of service, so these do not mark a GPU unhealthy unless the caller asks for it.
+APPLICATION_XIDS: frozenset[int] = frozenset({13, 31, 43})
+
 
 def records_from_kv(
     entries: list[dict[str, Any]] | None, layout: KVLayout = KVLayout()
@@ -63,12 +69,21 @@ def _base_model(name: str) -> str:
     return name.split(" MIG ", 1)[0].strip()
 
 
-def _unhealthy_reasons(gpu: GpuReport, ecc_threshold: int) -> list[str]:
+def _unhealthy_reasons(
+    gpu: GpuReport, ecc_threshold: int, ignore_xids: frozenset[int]
+) -> list[str]:
     reasons: list[str] = []
-    if gpu.xid_critical_total or gpu.xid_critical_events:
-        xids = sorted({e.xid for e in gpu.xid_critical_events})
+    counts = dict(gpu.xid_critical_counts)
+    if not counts:  # a writer without per-XID counts: what it lists, the rest as unknown (-1)
+        for event in gpu.xid_critical_events:
+            counts[event.xid] = counts.get(event.xid, 0) + 1
+        unlisted = gpu.xid_critical_total - len(gpu.xid_critical_events)
+        if unlisted > 0:
+            counts[-1] = unlisted
+    count = sum(n for xid, n in counts.items() if xid not in ignore_xids)
+    if count:
+        xids = sorted(x for x in counts if x not in ignore_xids and x >= 0)
         listed = f" (XID {', '.join(map(str, xids))})" if xids else ""
-        count = max(gpu.xid_critical_total, len(gpu.xid_critical_events))
         reasons.append(f"{count} XID critical error(s){listed}")
     ecc = gpu.ecc_uncorrected_volatile
     if ecc is not None and ecc > ecc_threshold:
@@ -102,7 +117,7 @@ class _Matcher:
 
 
 def _apply_node(
-    node: Node, report: NodeGpuReport, ecc_threshold: int, key: str
+    node: Node, report: NodeGpuReport, ecc_threshold: int, ignore_xids: frozenset[int], key: str
 ) -> tuple[Node, list[str]]:
     warnings: list[str] = []
     where = f"node {node.name} ({node.id})"
@@ -142,7 +157,7 @@ def _apply_node(
         new_peers = [p for p in peers if p != gpu.id and p not in gpu.nvlink_peers]
         if new_peers:
             changes["nvlink_peers"] = [*gpu.nvlink_peers, *new_peers]
-        reasons = _unhealthy_reasons(gpu_report, ecc_threshold)
+        reasons = _unhealthy_reasons(gpu_report, ecc_threshold, ignore_xids)
         if reasons:
             changes["healthy"] = False
             if gpu.mig is not None:
@@ -191,13 +206,15 @@ def apply_reports(
     records: Mapping[str, bytes | str],
     *,
     ecc_threshold: int = 0,
+    ignore_xids: frozenset[int] = APPLICATION_XIDS,
     layout: KVLayout = KVLayout(),
 ) -> tuple[list[Node], list[str]]:
     """Nodes with health and NVLink peers from the reports, and warning lines.
 
     `records` maps Nomad node id -> the raw value of `<prefix>nodes/<id>/gpus`. A GPU with
-    XID critical errors, uncorrected volatile ECC errors above `ecc_threshold`, or that NVML
-    reports lost becomes healthy=False, and so do its MIG slices. Nodes without a record
+    XID critical errors (other than `ignore_xids`, by default the application-caused ones),
+    uncorrected volatile ECC errors above `ecc_threshold`, or that NVML reports lost becomes
+    healthy=False, and so do its MIG slices. Nodes without a record
     are returned as they are.
     """
     warnings: list[str] = []
@@ -213,7 +230,7 @@ def apply_reports(
             warnings.append(parsed)
             out.append(node)
             continue
-        updated, node_warnings = _apply_node(node, parsed, ecc_threshold, key)
+        updated, node_warnings = _apply_node(node, parsed, ecc_threshold, ignore_xids, key)
         out.append(updated)
         warnings.extend(node_warnings)
     for node_id in sorted(set(records) - known):

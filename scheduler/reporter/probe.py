@@ -86,7 +86,7 @@ class NvmlProbe:
         self._keep = keep_xid_events
         self._events: Any = None
         self._xids: dict[str, deque[XidEvent]] = {}
-        self._xid_totals: dict[str, int] = {}
+        self._xid_counts: dict[str, dict[int, int]] = {}
         self._node_errors: list[str] = []
         self._opened = False
 
@@ -213,7 +213,8 @@ class NvmlProbe:
                 gpu_instance_id=None if instance in (None, NO_INSTANCE) else int(instance),
             )
             self._xids.setdefault(uuid, deque(maxlen=self._keep)).append(event)
-            self._xid_totals[uuid] = self._xid_totals.get(uuid, 0) + 1
+            counts = self._xid_counts.setdefault(uuid, {})
+            counts[event.xid] = counts.get(event.xid, 0) + 1
 
     def _read_gpu(
         self, index: int, handle: Any, uuid: str, bus_to_uuid: dict[str, str]
@@ -266,7 +267,8 @@ class NvmlProbe:
             nvlink_peers=peers,
             ecc_uncorrected_volatile=int(ecc) if ecc is not None else None,
             xid_critical_events=list(self._xids.get(uuid, ())),
-            xid_critical_total=self._xid_totals.get(uuid, 0),
+            xid_critical_total=sum(self._xid_counts.get(uuid, {}).values()),
+            xid_critical_counts=dict(self._xid_counts.get(uuid, {})),
             lost=lost,
             errors=errors,
         )

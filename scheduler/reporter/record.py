@@ -55,6 +55,8 @@ class GpuReport(_Record):
     ecc_uncorrected_volatile: NonNeg | None = None  # None: ECC counters not supported
     xid_critical_events: list[XidEvent] = Field(default_factory=list)
     xid_critical_total: NonNeg = 0
+    # Every critical XID seen since the reporter started, by XID code.
+    xid_critical_counts: dict[int, NonNeg] = Field(default_factory=dict)
     # NVML answered "GPU is lost" for this GPU: it needs a reset.
     lost: bool = False
     # NVML calls that failed for this GPU, e.g. "ecc: Unknown Error"; informational.

@@ -223,3 +223,29 @@ def test_records_from_kv_picks_node_gpu_keys() -> None:
     ]
     assert records_from_kv(entries) == {"n1": b"{}", "n3": b""}
     assert records_from_kv(None) == {}
+
+
+def test_application_xids_do_not_mark_a_gpu_unhealthy_unless_asked() -> None:
+    fake = FakeNvml(h100_fleet(2))
+    probe = NvmlProbe("node-1", nvml=fake)
+    probe.open()
+    fake.inject_xid(0, 31)  # a CUDA program's page fault
+    fake.inject_xid(1, 31)
+    fake.inject_xid(1, 79)  # fell off the bus
+    report = probe.read()
+    assert report.gpus[1].xid_critical_counts == {31: 1, 79: 1}
+    node = nomad_view(report)
+    raw = {"node-1": report.model_dump_json()}
+    (updated,), warnings = apply_reports([node], raw)
+    assert [g.healthy for g in updated.gpus] == [True, False]
+    assert any("1 XID critical error(s) (XID 79)" in w for w in warnings)
+    (strict,), _ = apply_reports([node], raw, ignore_xids=frozenset())
+    assert [g.healthy for g in strict.gpus] == [False, False]
+
+
+def test_total_without_per_xid_counts_still_counts() -> None:
+    report = read(FakeNvml(h100_fleet(1)))
+    gpu = report.gpus[0].model_copy(update={"xid_critical_total": 2})
+    report = report.model_copy(update={"gpus": [gpu]})
+    (updated,), _ = apply_reports([nomad_view(report)], {"node-1": report.model_dump_json()})
+    assert not updated.gpus[0].healthy
