@@ -179,6 +179,8 @@ class Cluster:
     # ------------------------------------------------------------ effects
 
     def _apply(self, effects: Effects) -> None:
+        """Run effects while still holding the lock, so that Consul sees registrations and
+        deregistrations in the order the state changed (the registry never calls back)."""
         self.feed.notify()
         if self.registry is not None:
             for service_id in effects.deregister:
@@ -373,15 +375,33 @@ class Cluster:
             record.eligible = eligible
             record.modify_index = self._bump("nodes")
             effects = self._unblock() if eligible else Effects()
-        self._apply(effects)
+            self._apply(effects)
 
     def set_node_status(self, node_id: str, status: str) -> None:
         with self._lock:
             record = self._require_node(node_id)
             record.status = status
             record.modify_index = self._bump("nodes")
-            effects = self._unblock() if status == "ready" else Effects()
-        self._apply(effects)
+            effects = self._unblock() if status == "ready" else self._lose_allocs(node_id)
+            self._apply(effects)
+
+    def _lose_allocs(self, node_id: str) -> Effects:
+        """A node that went down loses its allocations; their jobs get replacements."""
+        effects = Effects()
+        jobs: dict[tuple[str, str], dict[str, Any]] = {}
+        for alloc in self._allocs.values():
+            if alloc["NodeID"] == node_id and not is_terminal(alloc):
+                alloc["DesiredStatus"] = "stop"
+                alloc["DesiredDescription"] = "alloc is lost since its node is down"
+                self._finish(alloc, "lost", effects)
+                key = (alloc["Namespace"], alloc["JobID"])
+                if key in self._jobs:
+                    jobs[key] = self._jobs[key]
+        for job in jobs.values():
+            if not job["Stop"]:
+                self._evaluate(job, "node-update", effects)
+            self._refresh_status(job)
+        return effects
 
     def set_gpu_health(self, node_id: str, device_id: str, healthy: bool) -> None:
         with self._lock:
@@ -392,7 +412,7 @@ class Cluster:
             record.health[device_id] = healthy
             record.modify_index = self._bump("nodes")
             effects = self._unblock() if healthy else Effects()
-        self._apply(effects)
+            self._apply(effects)
 
     def _require_node(self, node_id: str) -> NodeRecord:
         record = self._nodes.get(node_id)
@@ -445,7 +465,7 @@ class Cluster:
                 "KnownLeader": True,
                 "NextToken": "",
             }
-        self._apply(effects)
+            self._apply(effects)
         return response
 
     def _check_cas(self, existing: dict[str, Any] | None, want: int) -> None:
@@ -491,7 +511,7 @@ class Cluster:
                 "VolumeEvalID": "",
                 "VolumeEvalIndex": 0,
             }
-        self._apply(effects)
+            self._apply(effects)
         return response
 
     def job(self, namespace: str, job_id: str) -> dict[str, Any] | None:
@@ -901,7 +921,7 @@ class Cluster:
             if job is not None:
                 self._refresh_status(job)
                 self._bump("jobs")
-        self._apply(effects)
+            self._apply(effects)
 
     def _stop_alloc(
         self,
@@ -988,7 +1008,7 @@ class Cluster:
                 self._evaluate(job, "alloc-stop", effects) if job and not job["Stop"] else None
             )
             index = self._index
-        self._apply(effects)
+            self._apply(effects)
         return {"EvalID": evaluation["ID"] if evaluation else "", "Index": index}
 
     def fail_allocation(self, alloc_id: str, *, reschedule: bool = True) -> str | None:
@@ -1016,15 +1036,14 @@ class Cluster:
             effects.register += more.register
             effects.deregister += more.deregister
             effects.start_later += more.start_later
-        self._apply(effects)
+            self._apply(effects)
         return replacement
 
     def set_service_check(self, alloc_id: str, status: CheckStatus) -> None:
         with self._lock:
-            service_ids = list(self._services.get(alloc_id, []))
-        if self.registry is not None:
-            for service_id in service_ids:
-                self.registry.set_check_status(service_id, status)
+            if self.registry is not None:
+                for service_id in self._services.get(alloc_id, []):
+                    self.registry.set_check_status(service_id, status)
 
     def alloc(self, alloc_id: str) -> dict[str, Any] | None:
         with self._lock:

@@ -244,3 +244,23 @@ def test_failed_allocation_is_replaced(
     old = client.allocation.get_allocation(alloc["ID"])
     assert old["ClientStatus"] == "failed" and old["NextAllocation"] == replacement
     assert client.allocation.get_allocation(replacement)["PreviousAllocation"] == alloc["ID"]
+
+
+def test_node_down_loses_allocations_and_replaces_them(
+    standin: NomadStandin, client: nomad.Nomad, fleet: list[Node]
+) -> None:
+    node = by_name(fleet, "gpu-a100-1")
+    client.jobs.register_job(gpu_job("llm-free", count=2))
+    client.jobs.register_job(gpu_job("llm-pinned", node_id=node.id))
+    free_node = _allocs(client, "llm-free")[0]["NodeID"]
+    standin.set_node_status(free_node, "down")
+    lost = [a for a in client.job.get_allocations("llm-free") if a["NodeID"] == free_node]
+    assert [a["ClientStatus"] for a in lost] == ["lost"]
+    (replacement,) = _allocs(client, "llm-free")
+    assert replacement["NodeID"] != free_node
+    standin.set_node_status(node.id, "down")
+    evals = client.job.get_evaluations("llm-pinned")
+    assert any(e["Status"] == "blocked" for e in evals)
+    standin.set_node_status(node.id, "ready")
+    (back,) = _allocs(client, "llm-pinned")
+    assert back["NodeID"] == node.id
