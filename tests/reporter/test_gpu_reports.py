@@ -91,7 +91,7 @@ def test_mig_parent_matched_by_slices_and_made_unhealthy_with_its_slices() -> No
     fake = FakeNvml(a100_mig_fleet())
     probe = NvmlProbe("node-1", nvml=fake)
     probe.open()
-    fake.inject_xid(1, 31)
+    fake.inject_xid(1, 48)  # double-bit ECC error
     report = probe.read()
     node = nomad_view(report)
     (updated,), warnings = apply_reports([node], {"node-1": report.model_dump_json()})
