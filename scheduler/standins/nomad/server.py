@@ -83,9 +83,18 @@ class NomadStandin:
         region: str = "global",
         datacenter: str = "dc1",
         seed: int | None = None,
+        stop_delay_s: float = 0.0,
     ) -> None:
+        """`load_delay_s`: how long allocations stay pending; `stop_delay_s`: how long a
+        stopped running allocation keeps ClientStatus running (0: complete at once);
+        `seed`: makes the choice among free device instances reproducible."""
         self.cluster = Cluster(
-            fleet, registry=registry, load_delay_s=load_delay_s, region=region, seed=seed
+            fleet,
+            registry=registry,
+            load_delay_s=load_delay_s,
+            region=region,
+            seed=seed,
+            stop_delay_s=stop_delay_s,
         )
         self.region = region
         self.datacenter = datacenter

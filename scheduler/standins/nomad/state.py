@@ -121,6 +121,13 @@ class Effects:
     register: list[ServiceInstance] = field(default_factory=list)
     deregister: list[str] = field(default_factory=list)
     start_later: list[str] = field(default_factory=list)
+    finish_later: list[str] = field(default_factory=list)
+
+    def merge(self, other: Effects) -> None:
+        self.register += other.register
+        self.deregister += other.deregister
+        self.start_later += other.start_later
+        self.finish_later += other.finish_later
 
 
 class Cluster:
@@ -132,6 +139,7 @@ class Cluster:
         load_delay_s: float,
         region: str,
         seed: int | None = None,
+        stop_delay_s: float = 0.0,
     ) -> None:
         ids = [n.id for n in fleet]
         dupes = sorted({i for i in ids if ids.count(i) > 1})
@@ -140,6 +148,7 @@ class Cluster:
         self.region = region
         self.registry = registry
         self.load_delay_s = load_delay_s
+        self.stop_delay_s = stop_delay_s
         self.feed = ChangeFeed()
         self._lock = threading.RLock()
         self._rng = random.Random(seed)
@@ -187,8 +196,10 @@ class Cluster:
                 self.registry.deregister_service(service_id)
             for instance in effects.register:
                 self.registry.register_service(instance)
-        for alloc_id in effects.start_later:
-            timer = threading.Timer(self.load_delay_s, self._start_alloc, args=(alloc_id,))
+        later = [(a, self.load_delay_s, self._start_alloc) for a in effects.start_later]
+        later += [(a, self.stop_delay_s, self._finish_stopped) for a in effects.finish_later]
+        for alloc_id, delay, action in later:
+            timer = threading.Timer(delay, action, args=(alloc_id,))
             timer.daemon = True
             with self._lock:
                 if self._closed:
@@ -454,6 +465,8 @@ class Cluster:
             effects = Effects()
             evaluation = self._evaluate(job, "job-register", effects)
             self._refresh_status(job)
+            if changed and existing is not None:
+                effects.merge(self._unblock())  # the old version's devices may fit others
             eval_id = evaluation["ID"]
             response = {
                 "EvalID": eval_id,
@@ -500,10 +513,7 @@ class Cluster:
                 del self._jobs[key]
             else:
                 self._refresh_status(job)
-            effects_more = self._unblock()
-            effects.register += effects_more.register
-            effects.deregister += effects_more.deregister
-            effects.start_later += effects_more.start_later
+            effects.merge(self._unblock())
             response = {
                 "EvalID": evaluation["ID"],
                 "EvalCreateIndex": evaluation["CreateIndex"],
@@ -932,7 +942,28 @@ class Cluster:
     ) -> None:
         alloc["DesiredStatus"] = "stop"
         alloc["DesiredDescription"] = description
+        if self.stop_delay_s > 0 and alloc["ClientStatus"] == "running":
+            # The client deregisters services first, then kills the tasks; the devices are
+            # free for the scheduler as soon as the allocation is desired to stop.
+            effects.deregister += self._services.pop(alloc["ID"], [])
+            self._touch(alloc)
+            effects.finish_later.append(alloc["ID"])
+            return
         self._finish(alloc, client_status, effects)
+
+    def _finish_stopped(self, alloc_id: str) -> None:
+        with self._lock:
+            self._timers.pop(alloc_id, None)
+            alloc = self._allocs.get(alloc_id)
+            if alloc is None or alloc["ClientStatus"] in TERMINAL_CLIENT:
+                return
+            effects = Effects()
+            self._finish(alloc, "complete", effects)
+            job = self._jobs.get((alloc["Namespace"], alloc["JobID"]))
+            if job is not None:
+                self._refresh_status(job)
+                self._bump("jobs")
+            self._apply(effects)
 
     def _finish(self, alloc: dict[str, Any], client_status: str, effects: Effects) -> None:
         timer = self._timers.pop(alloc["ID"], None)
@@ -1007,6 +1038,7 @@ class Cluster:
             evaluation = (
                 self._evaluate(job, "alloc-stop", effects) if job and not job["Stop"] else None
             )
+            effects.merge(self._unblock())
             index = self._index
             self._apply(effects)
         return {"EvalID": evaluation["ID"] if evaluation else "", "Index": index}
@@ -1032,10 +1064,7 @@ class Cluster:
                     self._allocs[replacement]["PreviousAllocation"] = alloc_id
             if job is not None:
                 self._refresh_status(job)
-            more = self._unblock()
-            effects.register += more.register
-            effects.deregister += more.deregister
-            effects.start_later += more.start_later
+            effects.merge(self._unblock())
             self._apply(effects)
         return replacement
 

@@ -264,3 +264,39 @@ def test_node_down_loses_allocations_and_replaces_them(
     standin.set_node_status(node.id, "ready")
     (back,) = _allocs(client, "llm-pinned")
     assert back["NodeID"] == node.id
+
+
+def test_concurrent_registrations_never_share_a_gpu(client: nomad.Nomad, fleet: list[Node]) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    node = by_name(fleet, "gpu-h100-1")
+
+    def register(i: int) -> None:
+        client.jobs.register_job(gpu_job(f"llm-c{i}", node_id=node.id))
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(register, range(12)))
+    placed = [a for i in range(12) for a in _allocs(client, f"llm-c{i}")]
+    ids = [d for a in placed for d in devices_of(client, a["ID"])]
+    assert len(placed) == 8 and sorted(ids) == sorted(g.id for g in node.gpus)
+
+
+def test_stop_delay_keeps_client_running_but_frees_devices(fleet: list[Node]) -> None:
+    standin = NomadStandin(fleet, load_delay_s=0.01, stop_delay_s=0.3, seed=1)
+    server = standin.start()
+    try:
+        client = nomad.Nomad(host="127.0.0.1", port=server.port)
+        node = by_name(fleet, "gpu-h100-2")
+        client.jobs.register_job(gpu_job("llm-slow", node_id=node.id, count=8))
+        wait_for(lambda: _allocs(client, "llm-slow")[0]["ClientStatus"] == "running")
+        (alloc,) = _allocs(client, "llm-slow")
+        client.job.deregister_job("llm-slow")
+        stopping = client.allocation.get_allocation(alloc["ID"])
+        assert (stopping["DesiredStatus"], stopping["ClientStatus"]) == ("stop", "running")
+        client.jobs.register_job(gpu_job("llm-next", node_id=node.id, count=8))
+        assert len(_allocs(client, "llm-next")) == 1
+        wait_for(
+            lambda: client.allocation.get_allocation(alloc["ID"])["ClientStatus"] == "complete"
+        )
+    finally:
+        standin.stop()
