@@ -35,6 +35,7 @@ class NodeView:
     """A node as the placement sees it: its fingerprint plus what is already in use."""
 
     node: Node
+    node_class: str
     status: str
     eligible: bool
     region: str
@@ -61,7 +62,7 @@ class NodeView:
             "node.unique.name": self.node.name,
             "node.datacenter": self.node.datacenter,
             "node.region": self.region,
-            "node.class": "",
+            "node.class": self.node_class,
             "node.pool": self.node.pool,
         }
         if name in fixed:

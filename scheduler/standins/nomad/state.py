@@ -64,6 +64,11 @@ class NodeRecord:
     create_index: int = 1
     modify_index: int = 1
 
+    @property
+    def node_class(self) -> str:
+        # The fleet has no class; GPU clients are commonly given one, and jobspecs/ relies on it.
+        return "gpu" if self.node.gpus else ""
+
     def groups(self) -> list[DeviceGroup]:
         return device_groups(self.node, self.health)
 
@@ -318,7 +323,7 @@ class Cluster:
             "LastDrain": None,
             "ModifyIndex": record.modify_index,
             "Name": node.name,
-            "NodeClass": "",
+            "NodeClass": record.node_class,
             "NodePool": node.pool,
             "SchedulingEligibility": "eligible" if record.eligible else "ineligible",
             "Status": record.status,
@@ -368,7 +373,7 @@ class Cluster:
             "Meta": record.meta(),
             "ModifyIndex": record.modify_index,
             "Name": node.name,
-            "NodeClass": "",
+            "NodeClass": record.node_class,
             "NodePool": node.pool,
             "NodeResources": self._node_resources(record),
             "ReservedResources": self._reserved(),
@@ -626,6 +631,7 @@ class Cluster:
         for record in sorted(self._nodes.values(), key=lambda r: r.node.name):
             view = NodeView(
                 node=record.node,
+                node_class=record.node_class,
                 status=record.status,
                 eligible=record.eligible,
                 region=self.region,
@@ -723,6 +729,9 @@ class Cluster:
         if job["Stop"]:
             return failures
         node_views = self._views()
+        if job["Type"] in ("system", "sysbatch"):
+            self._reconcile_system(job, groups, live_by_group, node_views, evaluation, effects)
+            return failures
         for name, group in groups.items():
             live = sorted(live_by_group.get(name, []), key=lambda a: a["Name"])
             for extra in live[group["Count"] :]:
@@ -740,6 +749,27 @@ class Cluster:
                 claim(result, job["ID"], name)
                 self._create_alloc(job, group, slot, result, evaluation, effects)
         return failures
+
+    def _reconcile_system(
+        self,
+        job: dict[str, Any],
+        groups: dict[str, dict[str, Any]],
+        live_by_group: dict[str, list[dict[str, Any]]],
+        node_views: list[NodeView],
+        evaluation: dict[str, Any],
+        effects: Effects,
+    ) -> None:
+        """System jobs: one allocation of each group on every feasible node, none queued."""
+        for name, group in groups.items():
+            covered = {a["NodeID"] for a in live_by_group.get(name, [])}
+            for view in node_views:
+                if view.node.id in covered:
+                    continue
+                result = place([view], job, group, self._rng)
+                if isinstance(result, Metrics):
+                    continue
+                claim(result, job["ID"], name)
+                self._create_alloc(job, group, 0, result, evaluation, effects)
 
     def _unblock(self) -> Effects:
         """Room may have appeared: run blocked evaluations again."""

@@ -132,3 +132,18 @@ def test_escapes_and_literal_interpolation(standin: NomadStandin) -> None:
     )
     env = _parse(standin, hcl).json()["TaskGroups"][0]["Tasks"][0]["Env"]
     assert env == {"A": 'say "hi"\n', "B": "${literal}", "C": "${attr.unique.hostname}"}
+
+
+def test_gpu_reporter_system_job_runs_on_every_gpu_node(
+    standin: NomadStandin, client: nomad.Nomad, fleet: list[Node]
+) -> None:
+    spec = Path(__file__).resolve().parents[3] / "jobspecs" / "gpu-reporter.nomad.hcl"
+    if not spec.exists():
+        pytest.skip("jobspecs/gpu-reporter.nomad.hcl is not in this checkout")
+    job = client.jobs.parse(spec.read_text(), True)
+    assert job["Type"] == "system"
+    client.jobs.register_job({"Job": job})
+    allocs = client.job.get_allocations(job["ID"])
+    assert sorted(a["NodeID"] for a in allocs) == sorted(n.id for n in fleet)
+    client.jobs.register_job({"Job": job})  # the same spec again places nothing new
+    assert {a["ID"] for a in client.job.get_allocations(job["ID"])} == {a["ID"] for a in allocs}
