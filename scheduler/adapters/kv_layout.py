@@ -46,6 +46,11 @@ class KVLayout:
         return self.prefix + "leader"
 
     @property
+    def holds(self) -> str:
+        """The scheduler's own memory across restarts: holds and preempted-for marks."""
+        return self.prefix + "state/holds"
+
+    @property
     def status_errors(self) -> str:
         return self.status + "_errors"
 

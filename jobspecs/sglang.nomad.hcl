@@ -1,0 +1,50 @@
+# SGLang replica template. llm-scheduler renders it through /v1/jobs/parse with these
+# variables, then adds the placement (one group per shard, node pin, device block, Meta).
+variable "model" { type = string }
+variable "service_name" { type = string }
+variable "image" {
+  type    = string
+  default = "lmsysorg/sglang:latest"
+}
+variable "extra_args" {
+  type    = string
+  default = ""
+}
+
+job "llm" {
+  type = "service"
+
+  group "shard" {
+    network {
+      port "http" { to = 30000 }
+    }
+
+    task "server" {
+      driver = "docker"
+
+      config {
+        image   = var.image
+        ports   = ["http"]
+        command = "/bin/sh"
+        args    = ["-c", "exec python3 -m sglang.launch_server --model-path ${var.model} --served-model-name ${var.model} --host 0.0.0.0 --port 30000 ${var.extra_args}"]
+      }
+
+      service {
+        name     = var.service_name
+        port     = "http"
+        provider = "consul"
+        check {
+          type     = "http"
+          path     = "/health"
+          interval = "10s"
+          timeout  = "2s"
+        }
+      }
+
+      resources {
+        cpu    = 1000
+        memory = 1024
+      }
+    }
+  }
+}

@@ -1,0 +1,99 @@
+"""Nomad node JSON (NVIDIA device plugin fingerprints) into snapshot Nodes.
+
+A GPU in MIG mode is hidden by the plugin: only its slices appear, one device group per
+profile named `<parent name> MIG <profile>`. Slices are grouped back into one parent GPU by
+their PCI bus id, and that parent gets the derived id `pci-<bus id>`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scheduler.core.models import GPU, MigSlice, Node
+
+MIG_MARK = " MIG "
+MIB_PER_GB = 1024
+
+
+def _bus_id(instance: dict[str, Any]) -> str:
+    raw = str(((instance.get("Locality") or {}).get("PciBusID")) or "")
+    return raw.replace("\x00", "").strip()
+
+
+def _memory_gb(group: dict[str, Any]) -> float:
+    attr = (group.get("Attributes") or {}).get("memory") or {}
+    value = attr.get("Int")
+    if value is None:
+        value = attr.get("Float")
+    if value is None:
+        return 0.0
+    unit = str(attr.get("Unit") or "MiB")
+    factor = {"MiB": 1 / MIB_PER_GB, "GiB": 1.0, "MB": 1 / 1000, "GB": 1.0}.get(unit, 1 / 1024)
+    return round(float(value) * factor, 2)
+
+
+def parent_gpu_id(bus_id: str) -> str:
+    return f"pci-{bus_id}"
+
+
+def gpus_from_devices(devices: list[dict[str, Any]] | None) -> list[GPU]:
+    whole: list[GPU] = []
+    parents: dict[str, tuple[str, list[MigSlice]]] = {}
+    for group in devices or []:
+        if group.get("Vendor") != "nvidia" or group.get("Type") != "gpu":
+            continue
+        name = str(group.get("Name") or "N/A")
+        memory = _memory_gb(group)
+        for inst in group.get("Instances") or []:
+            healthy = bool(inst.get("Healthy", True))
+            if MIG_MARK in name:
+                parent_name, profile = name.rsplit(MIG_MARK, 1)
+                bus = _bus_id(inst) or str(inst.get("ID"))
+                slices = parents.setdefault(bus, (parent_name, []))[1]
+                slices.append(
+                    MigSlice(id=str(inst["ID"]), profile=profile, memory_gb=memory, healthy=healthy)
+                )
+            else:
+                whole.append(GPU(id=str(inst["ID"]), model=name, memory_gb=memory, healthy=healthy))
+    for bus, (parent_name, slices) in sorted(parents.items()):
+        total = sum(s.memory_gb for s in slices)
+        gpu = GPU(
+            id=parent_gpu_id(bus),
+            model=parent_name,
+            memory_gb=total,
+            healthy=all(s.healthy for s in slices),
+            mig=sorted(slices, key=lambda s: s.id),
+        )
+        whole.append(gpu)
+    return sorted(whole, key=lambda g: g.id)
+
+
+def cpu_cores(resources: dict[str, Any]) -> float:
+    cpu = resources.get("Cpu") or {}
+    cores = cpu.get("TotalCpuCores")
+    if cores:
+        return float(cores)
+    # Older clients report only MHz shares; assume a nominal 2.5 GHz per core.
+    shares = cpu.get("CpuShares") or 0
+    return round(float(shares) / 2500, 2)
+
+
+def node_from_nomad(body: dict[str, Any]) -> Node:
+    """One Node from GET /v1/node/:id. A node that is not ready, draining or ineligible is ineligible."""
+    res = body.get("NodeResources") or {}
+    memory_mb = (res.get("Memory") or {}).get("MemoryMB") or 0
+    eligible = (
+        body.get("SchedulingEligibility", "eligible") == "eligible"
+        and body.get("Status", "ready") == "ready"
+        and not body.get("Drain", False)
+    )
+    return Node(
+        id=str(body["ID"]),
+        name=str(body.get("Name") or body["ID"]),
+        pool=str(body.get("NodePool") or "default"),
+        datacenter=str(body.get("Datacenter") or "dc1"),
+        eligible=eligible,
+        cpu_cores=cpu_cores(res),
+        memory_gb=round(float(memory_mb) / MIB_PER_GB, 2),
+        gpus=gpus_from_devices(res.get("Devices")),
+    )

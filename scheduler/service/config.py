@@ -1,0 +1,62 @@
+"""Service configuration from the environment (Nomad's and Consul's own variables win for them)."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class ServiceConfig(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="LLM_SCHEDULER_", extra="ignore", populate_by_name=True
+    )
+
+    nomad_addr: str = Field("http://127.0.0.1:4646", validation_alias=AliasChoices("NOMAD_ADDR"))
+    nomad_token: str | None = Field(None, validation_alias=AliasChoices("NOMAD_TOKEN"))
+    nomad_namespace: str = Field("default", validation_alias=AliasChoices("NOMAD_NAMESPACE"))
+    nomad_region: str | None = Field(None, validation_alias=AliasChoices("NOMAD_REGION"))
+    consul_addr: str = Field(
+        "http://127.0.0.1:8500", validation_alias=AliasChoices("CONSUL_HTTP_ADDR")
+    )
+    consul_token: str | None = Field(None, validation_alias=AliasChoices("CONSUL_HTTP_TOKEN"))
+
+    kv_prefix: str = "llm-scheduler/"
+    pass_interval_s: float = Field(10.0, gt=0)
+    debounce_s: float = Field(0.1, ge=0)
+    # Blocking-query wait; the HTTP timeout is wait + wait/16 + http_margin_s.
+    watch_wait_s: float = Field(30.0, gt=0)
+    http_margin_s: float = Field(5.0, gt=0)
+    backoff_min_s: float = Field(0.2, gt=0)
+    backoff_max_s: float = Field(10.0, gt=0)
+    session_ttl_s: int = Field(15, ge=10, le=86400)
+    # Consul's default lock-delay; a standby cannot take the lock sooner after a crash.
+    lock_delay_s: int = Field(15, ge=0, le=60)
+    purge_after_s: float = Field(60.0, ge=0)
+    listen_addr: str = "127.0.0.1:9464"
+    demand_source: str = "consul"
+    prometheus_url: str = "http://127.0.0.1:9090"
+    jobspec_dir: str | None = None
+    image_vllm: str = "vllm/vllm-openai:latest"
+    image_sglang: str = "lmsysorg/sglang:latest"
+    log_format: str = Field("console", pattern="^(console|json)$")
+    max_value_bytes: int = Field(64 * 1024, gt=0)
+
+    def consul_parts(self) -> tuple[str, int, str]:
+        """(host, port, scheme) of CONSUL_HTTP_ADDR, which may lack a scheme as in Consul's CLI."""
+        addr = self.consul_addr if "://" in self.consul_addr else "http://" + self.consul_addr
+        parts = urlsplit(addr)
+        scheme = parts.scheme or "http"
+        return (
+            parts.hostname or "127.0.0.1",
+            parts.port or (443 if scheme == "https" else 8500),
+            scheme,
+        )
+
+    def nomad_base(self) -> str:
+        addr = self.nomad_addr if "://" in self.nomad_addr else "http://" + self.nomad_addr
+        return addr.rstrip("/")
+
+    def http_timeout(self, wait_s: float) -> float:
+        return wait_s + wait_s / 16 + self.http_margin_s
