@@ -130,6 +130,13 @@ def _apply_node(
     uuid_to_nomad: dict[str, str] = {}
     for reported in report.gpus:
         nomad_gpu = matcher.find(reported)
+        if nomad_gpu is None and reported.mig_enabled and not reported.mig_devices:
+            warnings.append(
+                f"GPU {reported.uuid} ({reported.name}) on {where} is in MIG mode with no MIG "
+                "instances, so Nomad offers nothing of it: create instances "
+                "(llm-scheduler mig apply) or turn MIG mode off"
+            )
+            continue
         if nomad_gpu is None:
             warnings.append(
                 f"GPU {reported.uuid} ({reported.name}) reported by NVML on {where} "

@@ -249,3 +249,17 @@ def test_total_without_per_xid_counts_still_counts() -> None:
     report = report.model_copy(update={"gpus": [gpu]})
     (updated,), _ = apply_reports([nomad_view(report)], {"node-1": report.model_dump_json()})
     assert not updated.gpus[0].healthy
+
+
+def test_mig_gpu_without_instances_gets_an_actionable_warning() -> None:
+    fake = FakeNvml(a100_mig_fleet())
+    fake.gpus[1].instances.clear()
+    report = read(fake)
+    node = nomad_view(report)
+    node = node.model_copy(update={"gpus": node.gpus[:1]})  # Nomad sees nothing of GPU 1
+    _, warnings = apply_reports([node], {"node-1": report.model_dump_json()})
+    assert warnings == [
+        f"GPU {report.gpus[1].uuid} (NVIDIA A100-SXM4-80GB) on node gpu-a1 (node-1) is in MIG "
+        "mode with no MIG instances, so Nomad offers nothing of it: create instances "
+        "(llm-scheduler mig apply) or turn MIG mode off"
+    ]
