@@ -173,6 +173,9 @@ class NomadStandin:
 
     def _wrap(self, handler: Handler) -> Handler:
         async def endpoint(request: Request) -> Response:
+            region = request.query_params.get("region")
+            if region and region != self.region:
+                return _text(500, "No path to region")  # a real server would forward it
             try:
                 return await handler(request)
             except HttpError as exc:

@@ -217,6 +217,8 @@ def test_namespaces_and_regions(client: nomad.Nomad, standin: NomadStandin) -> N
         region="global",
     )
     assert [a["JobID"] for a in scoped.job.get_allocations("llm-ns")] == ["llm-ns"]
+    elsewhere = httpx.get(f"{url}/v1/jobs", params={"region": "eu-west"})
+    assert (elsewhere.status_code, elsewhere.text) == (500, "No path to region")
 
 
 def test_services_registered_when_running_and_removed_on_stop(
