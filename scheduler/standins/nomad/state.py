@@ -1,7 +1,7 @@
 """The stand-in's cluster: nodes, jobs, evaluations and allocations under one Raft-like index.
 
-All mutation happens under one lock. Consul registrations and timers run outside it: the
-methods collect effects and apply them after releasing the lock.
+All mutation happens under one lock. The methods collect effects (Consul registrations,
+timers) and apply them before releasing it, so Consul sees them in the order they happened.
 """
 
 from __future__ import annotations
@@ -16,19 +16,14 @@ from typing import Any
 
 from scheduler.core.models import Node
 from scheduler.standins.nomad import views
-from scheduler.standins.nomad.fingerprint import (
-    DeviceGroup,
-    device_groups,
-    devices_json,
-    nvlink_groups,
-)
+from scheduler.standins.nomad.allocs import build_alloc, service_instances
+from scheduler.standins.nomad.fingerprint import device_groups
 from scheduler.standins.nomad.jobs import JobValidationError, canonicalize, validate
-from scheduler.standins.nomad.placement import Metrics, NodeView, Placement, claim, place
+from scheduler.standins.nomad.nodes import MHZ_PER_CORE, NodeRecord, node_full, node_stub
+from scheduler.standins.nomad.placement import Metrics, NodeView, claim, place
 from scheduler.standins.nomad.watch import ChangeFeed
 from scheduler.standins.registry import CheckStatus, ServiceInstance, ServiceRegistry
 
-MHZ_PER_CORE = 2400
-NOMAD_VERSION = "1.10.5"
 TERMINAL_CLIENT = {"complete", "failed", "lost"}
 ALLOC_NOT_NEEDED = "alloc not needed due to job update"
 # Fields the server owns; a register that changes only these is not a new version.
@@ -52,73 +47,6 @@ class CasError(ValueError):
 
 def is_terminal(alloc: dict[str, Any]) -> bool:
     return alloc["DesiredStatus"] in ("stop", "evict") or alloc["ClientStatus"] in TERMINAL_CLIENT
-
-
-@dataclass
-class NodeRecord:
-    node: Node
-    address: str
-    eligible: bool
-    status: str = "ready"
-    health: dict[str, bool] = field(default_factory=dict)
-    create_index: int = 1
-    modify_index: int = 1
-
-    @property
-    def node_class(self) -> str:
-        # The fleet has no class; GPU clients are commonly given one, and jobspecs/ relies on it.
-        return "gpu" if self.node.gpus else ""
-
-    def groups(self) -> list[DeviceGroup]:
-        return device_groups(self.node, self.health)
-
-    def attributes(self) -> dict[str, str]:
-        n = self.node
-        cores = int(n.cpu_cores)
-        return {
-            "consul.datacenter": n.datacenter,
-            "consul.revision": "b9d1b6a8",
-            "consul.server": "false",
-            "consul.version": "1.20.1",
-            "cpu.arch": "amd64",
-            "cpu.frequency": str(MHZ_PER_CORE),
-            "cpu.modelname": "AMD EPYC 9654 96-Core Processor",
-            "cpu.numcores": str(cores),
-            "cpu.reservablecores": str(cores),
-            "cpu.totalcompute": str(cores * MHZ_PER_CORE),
-            "cpu.usablecompute": str(cores * MHZ_PER_CORE),
-            "driver.docker": "1",
-            "driver.docker.bridge_ip": "172.17.0.1",
-            "driver.docker.os_type": "linux",
-            "driver.docker.runtimes": "io.containerd.runc.v2,nvidia,runc",
-            "driver.docker.version": "27.3.1",
-            "driver.docker.volumes.enabled": "true",
-            "driver.exec": "1",
-            "kernel.name": "linux",
-            "kernel.version": "6.8.0-49-generic",
-            "memory.totalbytes": str(int(n.memory_gb * (1 << 30))),
-            "nomad.revision": "a1b2c3d4e5f60718293a4b5c6d7e8f9012345678",
-            "nomad.version": NOMAD_VERSION,
-            "os.name": "ubuntu",
-            "os.signals": "SIGHUP,SIGINT,SIGQUIT,SIGKILL,SIGUSR1,SIGUSR2,SIGTERM,SIGCONT",
-            "os.version": "24.04",
-            "plugins.nvidia-gpu.version": "1.1.0",
-            "unique.advertise.address": f"{self.address}:4646",
-            "unique.cgroup.mountpoint": "/sys/fs/cgroup",
-            "unique.consul.name": n.name,
-            "unique.hostname": n.name,
-            "unique.network.ip-address": self.address,
-            "unique.storage.bytesfree": str(1_500_000 * (1 << 20)),
-            "unique.storage.bytestotal": str(1_800_000 * (1 << 20)),
-            "unique.storage.volume": "/dev/nvme0n1p2",
-        }
-
-    def meta(self) -> dict[str, str]:
-        meta = {"connect.log_level": "info", "connect.sidecar_image": "envoyproxy/envoy:v1.31.2"}
-        islands = nvlink_groups(self.node)
-        if islands:
-            meta["nvlink.groups"] = islands
-        return meta
 
 
 @dataclass
@@ -229,161 +157,16 @@ class Cluster:
     def node_json(self, node_id: str) -> dict[str, Any] | None:
         with self._lock:
             record = self._nodes.get(node_id)
-            return None if record is None else self._node_full(record)
+            return None if record is None else node_full(record)
 
     def nodes_json(self, *, resources: bool, os_attrs: bool, prefix: str) -> list[dict[str, Any]]:
         with self._lock:
             records = sorted(self._nodes.values(), key=lambda r: r.node.id)
             return [
-                self._node_stub(r, resources=resources, os_attrs=os_attrs)
+                node_stub(r, resources=resources, os_attrs=os_attrs)
                 for r in records
                 if r.node.id.startswith(prefix)
             ]
-
-    def _node_resources(self, record: NodeRecord) -> dict[str, Any]:
-        node = record.node
-        cores = int(node.cpu_cores)
-        return {
-            "Cpu": {
-                "CpuShares": cores * MHZ_PER_CORE,
-                "TotalCpuCores": cores,
-                "ReservableCpuCores": list(range(cores)),
-            },
-            "Memory": {"MemoryMB": int(node.memory_gb * 1024)},
-            "Disk": {"DiskMB": 1_800_000},
-            "Networks": [
-                {
-                    "CIDR": f"{record.address}/32",
-                    "Device": "eth0",
-                    "DynamicPorts": None,
-                    "IP": record.address,
-                    "MBits": 100000,
-                    "Mode": "host",
-                    "ReservedPorts": None,
-                }
-            ],
-            "NodeNetworks": [
-                {
-                    "Addresses": [
-                        {
-                            "Address": record.address,
-                            "Alias": "default",
-                            "Family": "ipv4",
-                            "Gateway": "",
-                            "ReservedPorts": "",
-                        }
-                    ],
-                    "Device": "eth0",
-                    "MacAddress": "02:42:ac:11:00:02",
-                    "Mode": "host",
-                }
-            ],
-            "Devices": devices_json(record.groups()) or None,
-            "MinDynamicPort": 20000,
-            "MaxDynamicPort": 32000,
-        }
-
-    def _drivers(self) -> dict[str, Any]:
-        def driver(detected: bool, attrs: dict[str, str] | None, why: str = "") -> dict[str, Any]:
-            return {
-                "Attributes": attrs,
-                "Detected": detected,
-                "HealthDescription": "Healthy" if detected else why,
-                "Healthy": detected,
-                "UpdateTime": "2026-12-01T00:00:00.000000000Z",
-            }
-
-        return {
-            "docker": driver(
-                True,
-                {
-                    "driver.docker": "true",
-                    "driver.docker.bridge_ip": "172.17.0.1",
-                    "driver.docker.os_type": "linux",
-                    "driver.docker.runtimes": "io.containerd.runc.v2,nvidia,runc",
-                    "driver.docker.version": "27.3.1",
-                    "driver.docker.volumes.enabled": "true",
-                },
-            ),
-            "exec": driver(True, {"driver.exec": "true"}),
-            "raw_exec": driver(False, {}, "disabled"),
-            "java": driver(False, {}, ""),
-            "qemu": driver(False, {}, ""),
-        }
-
-    def _node_stub(self, record: NodeRecord, *, resources: bool, os_attrs: bool) -> dict[str, Any]:
-        node = record.node
-        stub: dict[str, Any] = {
-            "Address": record.address,
-            "CreateIndex": record.create_index,
-            "Datacenter": node.datacenter,
-            "Drain": False,
-            "Drivers": self._drivers(),
-            "ID": node.id,
-            "LastDrain": None,
-            "ModifyIndex": record.modify_index,
-            "Name": node.name,
-            "NodeClass": record.node_class,
-            "NodePool": node.pool,
-            "SchedulingEligibility": "eligible" if record.eligible else "ineligible",
-            "Status": record.status,
-            "StatusDescription": "",
-            "Version": NOMAD_VERSION,
-        }
-        if os_attrs:
-            stub["Attributes"] = {"os.name": "ubuntu"}
-        if resources:
-            stub["NodeResources"] = self._node_resources(record)
-            stub["ReservedResources"] = self._reserved()
-        return stub
-
-    def _reserved(self) -> dict[str, Any]:
-        return {
-            "Cpu": {"CpuShares": 0},
-            "Disk": {"DiskMB": 0},
-            "Memory": {"MemoryMB": 0},
-            "Networks": {"ReservedHostPorts": ""},
-        }
-
-    def _node_full(self, record: NodeRecord) -> dict[str, Any]:
-        node = record.node
-        return {
-            "Attributes": record.attributes(),
-            "ComputedClass": f"v1:{abs(hash(node.pool + node.datacenter)) % 10**18}",
-            "CreateIndex": record.create_index,
-            "Datacenter": node.datacenter,
-            "Drain": False,
-            "DrainStrategy": None,
-            "Drivers": self._drivers(),
-            "Events": [
-                {
-                    "CreateIndex": record.create_index,
-                    "Details": None,
-                    "Message": "Node registered",
-                    "Subsystem": "Cluster",
-                    "Timestamp": "2026-12-01T00:00:00Z",
-                }
-            ],
-            "HTTPAddr": f"{record.address}:4646",
-            "HostVolumes": None,
-            "HostNetworks": None,
-            "ID": node.id,
-            "LastDrain": None,
-            "Links": {"consul": f"{node.datacenter}.{node.name}"},
-            "Meta": record.meta(),
-            "ModifyIndex": record.modify_index,
-            "Name": node.name,
-            "NodeClass": record.node_class,
-            "NodePool": node.pool,
-            "NodeResources": self._node_resources(record),
-            "ReservedResources": self._reserved(),
-            "SchedulingEligibility": "eligible" if record.eligible else "ineligible",
-            "SecretID": "",
-            "Status": record.status,
-            "StatusDescription": "",
-            "StatusUpdatedAt": 1764633600,
-            "TLSEnabled": False,
-        }
 
     def set_node_eligibility(self, node_id: str, eligible: bool) -> None:
         with self._lock:
@@ -747,7 +530,10 @@ class Cluster:
                     failures[name] = (result, len(missing) - position)
                     break
                 claim(result, job["ID"], name)
-                self._create_alloc(job, group, slot, result, evaluation, effects)
+                self._add_alloc(
+                    build_alloc(job, group, slot, result, evaluation["ID"], self._bump("allocs")),
+                    effects,
+                )
         return failures
 
     def _reconcile_system(
@@ -769,7 +555,10 @@ class Cluster:
                 if isinstance(result, Metrics):
                     continue
                 claim(result, job["ID"], name)
-                self._create_alloc(job, group, 0, result, evaluation, effects)
+                self._add_alloc(
+                    build_alloc(job, group, 0, result, evaluation["ID"], self._bump("allocs")),
+                    effects,
+                )
 
     def _unblock(self) -> Effects:
         """Room may have appeared: run blocked evaluations again."""
@@ -786,145 +575,9 @@ class Cluster:
             self._refresh_status(job)
         return effects
 
-    def _create_alloc(
-        self,
-        job: dict[str, Any],
-        group: dict[str, Any],
-        slot: int,
-        placement: Placement,
-        evaluation: dict[str, Any],
-        effects: Effects,
-    ) -> None:
-        index = self._bump("allocs")
-        alloc_id = str(uuid.uuid4())
-        devices = {td.task: td.devices for td in placement.task_devices}
-        node = placement.node
-        tasks: dict[str, Any] = {}
-        core_cursor = iter(range(node.used_cores - placement.cores, node.used_cores))
-        for task in group["Tasks"]:
-            res = task["Resources"]
-            cores = int(res.get("Cores") or 0)
-            tasks[task["Name"]] = {
-                "Cpu": {
-                    "CpuShares": cores * MHZ_PER_CORE if cores else int(res.get("CPU") or 0),
-                    "ReservedCores": [next(core_cursor) for _ in range(cores)] or None,
-                },
-                "Memory": {
-                    "MemoryMB": int(res.get("MemoryMB") or 0),
-                    "MemoryMaxMB": int(res.get("MemoryMaxMB") or 0),
-                },
-                "Networks": None,
-                "Devices": devices.get(task["Name"]) or None,
-            }
-        disk = int((group.get("EphemeralDisk") or {}).get("SizeMB") or 300)
-        ip = node.attributes.get("unique.network.ip-address", "127.0.0.1")
-        ports = placement.ports or None
-        shared_networks = None
-        if ports:
-            shared_networks = [
-                {
-                    "Mode": (group.get("Networks") or [{}])[0].get("Mode") or "host",
-                    "IP": ip,
-                    "Device": "eth0",
-                    "CIDR": "",
-                    "MBits": 0,
-                    "DNS": None,
-                    "ReservedPorts": None,
-                    "DynamicPorts": [
-                        {
-                            "Label": p["Label"],
-                            "Value": p["Value"],
-                            "To": p["To"],
-                            "HostNetwork": "default",
-                        }
-                        for p in placement.ports
-                    ],
-                }
-            ]
-        now = views.now_ns()
-        alloc = {
-            "ID": alloc_id,
-            "Namespace": job["Namespace"],
-            "EvalID": evaluation["ID"],
-            "Name": f"{job['ID']}.{group['Name']}[{slot}]",
-            "NodeID": node.node.id,
-            "NodeName": node.node.name,
-            "JobID": job["ID"],
-            "JobType": job["Type"],
-            "JobVersion": job["Version"],
-            "Job": copy.deepcopy(job),
-            "TaskGroup": group["Name"],
-            "Resources": {
-                "CPU": sum(t["Cpu"]["CpuShares"] for t in tasks.values()),
-                "MemoryMB": sum(t["Memory"]["MemoryMB"] for t in tasks.values()),
-                "DiskMB": disk,
-                "Networks": shared_networks,
-            },
-            "SharedResources": {
-                "CPU": 0,
-                "MemoryMB": 0,
-                "DiskMB": disk,
-                "Networks": shared_networks,
-            },
-            "TaskResources": {
-                name: {
-                    "CPU": t["Cpu"]["CpuShares"],
-                    "MemoryMB": t["Memory"]["MemoryMB"],
-                    "DiskMB": 0,
-                    "Networks": None,
-                    "Devices": t["Devices"],
-                }
-                for name, t in tasks.items()
-            },
-            "AllocatedResources": {
-                "Tasks": tasks,
-                "TaskLifecycles": {name: None for name in tasks},
-                "Shared": {"DiskMB": disk, "Networks": shared_networks, "Ports": ports},
-            },
-            "Metrics": {
-                "NodesEvaluated": 1,
-                "NodesFiltered": 0,
-                "NodesInPool": 1,
-                "NodesAvailable": {node.node.datacenter: 1},
-                "ClassFiltered": None,
-                "ConstraintFiltered": None,
-                "NodesExhausted": 0,
-                "ClassExhausted": None,
-                "DimensionExhausted": None,
-                "QuotaExhausted": None,
-                "ResourcesExhausted": None,
-                "Scores": {f"{node.node.id}.binpack": round(placement.score, 6)},
-                "ScoreMetaData": None,
-                "AllocationTime": 35000,
-                "CoalescedFailures": 0,
-            },
-            "DesiredStatus": "run",
-            "DesiredDescription": "",
-            "DesiredTransition": {"ForceReschedule": None, "Migrate": None, "Reschedule": None},
-            "ClientStatus": "pending",
-            "ClientDescription": "No tasks have started",
-            "TaskStates": {
-                t["Name"]: views.task_state(
-                    "pending", [views.task_event("Received", "", "Task received by client")]
-                )
-                for t in group["Tasks"]
-            },
-            "DeploymentID": "",
-            "DeploymentStatus": None,
-            "FollowupEvalID": "",
-            "PreviousAllocation": "",
-            "NextAllocation": "",
-            "RescheduleTracker": None,
-            "PreemptedAllocations": None,
-            "PreemptedByAllocation": "",
-            "AllocModifyIndex": index,
-            "CreateIndex": index,
-            "ModifyIndex": index,
-            "CreateTime": now,
-            "ModifyTime": now,
-        }
-        self._allocs[alloc_id] = alloc
-        effects.start_later.append(alloc_id)
+    def _add_alloc(self, alloc: dict[str, Any], effects: Effects) -> None:
+        self._allocs[alloc["ID"]] = alloc
+        effects.start_later.append(alloc["ID"])
 
     def _touch(self, alloc: dict[str, Any]) -> None:
         alloc["ModifyIndex"] = self._bump("allocs")
@@ -955,7 +608,7 @@ class Cluster:
                 "ModifyIndex": alloc["ModifyIndex"],
                 "Timestamp": started,
             }
-            effects.register = self._service_instances(alloc)
+            effects.register = service_instances(alloc, self._nodes[alloc["NodeID"]])
             self._services[alloc_id] = [s.id for s in effects.register]
             job = self._jobs.get((alloc["Namespace"], alloc["JobID"]))
             if job is not None:
@@ -1015,46 +668,6 @@ class Cluster:
                 ]
         self._touch(alloc)
         effects.deregister += self._services.pop(alloc["ID"], [])
-
-    def _service_instances(self, alloc: dict[str, Any]) -> list[ServiceInstance]:
-        job = alloc["Job"]
-        group = next(g for g in job["TaskGroups"] if g["Name"] == alloc["TaskGroup"])
-        ports = {p["Label"]: p for p in alloc["AllocatedResources"]["Shared"]["Ports"] or []}
-        record = self._nodes[alloc["NodeID"]]
-        found: list[tuple[str, dict[str, Any]]] = [
-            (f"group-{group['Name']}", s) for s in group.get("Services") or []
-        ]
-        for task in group["Tasks"]:
-            found += [(task["Name"], s) for s in task.get("Services") or []]
-        instances = []
-        for owner, service in found:
-            if (service.get("Provider") or "consul") != "consul":
-                continue
-            label = service.get("PortLabel") or ""
-            port = ports.get(label)
-            if port is not None:
-                number = int(port["Value"])
-            elif label.isdigit():
-                number = int(label)
-            else:
-                number = 0
-            meta = {"external-source": "nomad", **(service.get("Meta") or {})}
-            instances.append(
-                ServiceInstance(
-                    id=f"_nomad-task-{alloc['ID']}-{owner}-{service['Name']}-{label}",
-                    name=service["Name"],
-                    node_id=record.node.id,
-                    node_name=record.node.name,
-                    address=record.address,
-                    port=number,
-                    tags=tuple(service.get("Tags") or ()),
-                    meta={str(k): str(v) for k, v in meta.items()},
-                    check_status="passing",
-                )
-            )
-        return instances
-
-    # ------------------------------------------------------------ allocations
 
     def stop_allocation(self, alloc_id: str) -> dict[str, Any]:
         """POST /v1/allocation/<id>/stop: stop it; the job's evaluation places a replacement."""
