@@ -1,0 +1,69 @@
+"""Property: whatever jobs come and go, the cluster never hands one device to two allocations
+and never overcommits a node; a job is short of allocations only with a blocked evaluation."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from nomad_helpers import gpu_job
+
+from scheduler.standins.fleet import builtin_fleet
+from scheduler.standins.nomad.state import Cluster, is_terminal
+
+FLEET = builtin_fleet()[:2] + builtin_fleet()[-1:]  # two H100 nodes and the MIG node
+DEVICES = ["nvidia/gpu", "nvidia/gpu/NVIDIA A100-SXM4-80GB MIG 1g.10gb", "gpu"]
+
+register = st.tuples(
+    st.just("register"),
+    st.integers(0, 5),  # job number
+    st.integers(1, 5),  # device count
+    st.sampled_from(DEVICES),
+    st.sampled_from([None, *[n.id for n in FLEET]]),
+    st.integers(1, 3),  # group count
+)
+deregister = st.tuples(st.just("deregister"), st.integers(0, 5))
+
+
+def _check(cluster: Cluster) -> None:
+    live = [a for a in cluster.allocs() if not is_terminal(a)]
+    seen: set[str] = set()
+    memory: dict[str, int] = {}
+    for alloc in live:
+        for task in alloc["AllocatedResources"]["Tasks"].values():
+            ids = [i for d in task["Devices"] or [] for i in d["DeviceIDs"]]
+            assert not seen & set(ids), "a device is held twice"
+            seen |= set(ids)
+            memory[alloc["NodeID"]] = memory.get(alloc["NodeID"], 0) + task["Memory"]["MemoryMB"]
+    for node in FLEET:
+        assert memory.get(node.id, 0) <= node.memory_gb * 1024
+    for job in cluster.jobs():
+        if job["Stop"]:
+            continue
+        want = sum(g["Count"] for g in job["TaskGroups"])
+        have = sum(1 for a in live if a["JobID"] == job["ID"])
+        blocked = [e for e in cluster.evaluations(job_id=job["ID"]) if e["Status"] == "blocked"]
+        assert have == want or blocked, f"{job['ID']}: {have} of {want} and nothing blocked"
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.one_of(register, deregister), min_size=1, max_size=12))
+def test_devices_are_never_shared(ops: list[tuple]) -> None:
+    cluster = Cluster(FLEET, registry=None, load_delay_s=60, region="global", seed=3)
+    try:
+        for op in ops:
+            if op[0] == "register":
+                _, n, count, device, node_id, groups = op
+                body = gpu_job(
+                    f"j{n}",
+                    node_id=node_id,
+                    count=count,
+                    device=device,
+                    group_count=groups,
+                    memory_mb=200 * 1024,
+                )
+                cluster.register(body["Job"])
+            else:
+                cluster.deregister("default", f"j{op[1]}", purge=False)
+            _check(cluster)
+    finally:
+        cluster.close()
