@@ -74,7 +74,7 @@ class NomadAPI:
         wait_s: float | None = None,
         margin_s: float = 5.0,
     ) -> tuple[Any, int]:
-        """GET `path`; blocking when index > 0 and wait_s is given. Returns (body, X-Nomad-Index)."""
+        """GET `path`, blocking when index > 0 and wait_s is set: (body, X-Nomad-Index)."""
         query = dict(params or {})
         timeout = None
         if index > 0 and wait_s:

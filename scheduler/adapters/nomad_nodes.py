@@ -79,7 +79,7 @@ def cpu_cores(resources: dict[str, Any]) -> float:
 
 
 def node_from_nomad(body: dict[str, Any]) -> Node:
-    """One Node from GET /v1/node/:id. A node that is not ready, draining or ineligible is ineligible."""
+    """One Node from GET /v1/node/:id; not ready, draining or ineligible means ineligible."""
     res = body.get("NodeResources") or {}
     memory_mb = (res.get("Memory") or {}).get("MemoryMB") or 0
     eligible = (

@@ -53,8 +53,8 @@ class PrometheusDemandSource:
         running, waiting = self._query(RUNNING), self._query(WAITING)
         out: dict[str, Demand] = {}
         for name in models:
-            inflight = max(int(round(running.get(name, 0))), 0)
-            queued = max(int(round(waiting.get(name, 0))), 0)
+            inflight = max(round(running.get(name, 0)), 0)
+            queued = max(round(waiting.get(name, 0)), 0)
             if inflight + queued > 0:
                 self._last_used[name] = now
             last = self._last_used.get(name)

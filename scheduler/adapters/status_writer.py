@@ -1,0 +1,80 @@
+"""`<prefix>status/<model>` records, written only when their content changes, with CAS.
+
+{desired, live, pending, replicas: [{id, state, nodes, devices}], last_error, updated_at}
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from scheduler.adapters.consul_kv import ConsulClient, kv_cas, kv_get
+from scheduler.adapters.kv_layout import KVLayout
+from scheduler.core.models import ModelStatus, Replica
+
+
+def status_record(
+    status: ModelStatus | None, replicas: list[Replica], last_error: str | None
+) -> dict[str, Any]:
+    return {
+        "desired": status.desired if status else 0,
+        "live": status.live if status else sum(1 for r in replicas if r.counts),
+        "pending": status.pending if status else None,
+        "replicas": [
+            {
+                "id": r.id,
+                "state": r.state,
+                "nodes": [s.node for s in r.shards],
+                "devices": [d for s in r.shards for d in s.gpus],
+            }
+            for r in sorted(replicas, key=lambda r: r.id)
+        ],
+        "last_error": last_error,
+    }
+
+
+class StatusWriter:
+    def __init__(self, consul_client: ConsulClient, layout: KVLayout) -> None:
+        self.consul = consul_client
+        self.layout = layout
+        self._written: dict[str, tuple[str, int]] = {}  # key -> (content, ModifyIndex)
+
+    def write(self, key: str, record: dict[str, Any], updated_at: str) -> bool:
+        """Write `record` under `key` unless it already says that; True when written."""
+        content = json.dumps(record, sort_keys=True)
+        known = self._written.get(key)
+        if known is None:
+            entry = kv_get(self.consul, key)
+            index = int(entry["ModifyIndex"]) if entry else 0
+            old = _content(entry)
+            known = (old, index)
+            self._written[key] = known
+        if known[0] == content:
+            return False
+        body = json.dumps({**record, "updated_at": updated_at})
+        for _ in range(3):
+            if kv_cas(self.consul, key, body, known[1]):
+                entry = kv_get(self.consul, key)
+                self._written[key] = (content, int(entry["ModifyIndex"]) if entry else 0)
+                return True
+            entry = kv_get(self.consul, key)  # someone else wrote it: compare again
+            known = (_content(entry), int(entry["ModifyIndex"]) if entry else 0)
+            if known[0] == content:
+                self._written[key] = known
+                return False
+        return False
+
+    def forget(self) -> None:
+        """Drop the cache (e.g. after losing and regaining leadership)."""
+        self._written.clear()
+
+
+def _content(entry: dict[str, Any] | None) -> str:
+    if not entry or not entry.get("Value"):
+        return ""
+    try:
+        data = json.loads(entry["Value"])
+        data.pop("updated_at", None)
+        return json.dumps(data, sort_keys=True)
+    except (ValueError, TypeError, AttributeError):
+        return ""

@@ -1,0 +1,186 @@
+"""Carry out a plan against Nomad: register starts, deregister stops, purge what is gone.
+
+Only jobs the snapshot builder recognised as ours (Meta llm_scheduler_model) are stopped.
+A start is skipped when its job already exists and is not stopped, so a restarted scheduler
+never registers a replica twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import structlog
+from opentelemetry import trace
+
+from scheduler.adapters.nomad_api import NomadAPI, NomadError
+from scheduler.adapters.nomad_jobs import (
+    JobShapeError,
+    build_job,
+    job_id,
+    owned_job,
+    template_variables,
+)
+from scheduler.adapters.snapshot_builder import ClusterView
+from scheduler.core.models import Model, Plan, StartAction, StopAction
+from scheduler.plugins import template_path
+
+log = structlog.get_logger("llm-scheduler.act")
+tracer = trace.get_tracer("llm-scheduler")
+
+ActionHook = Callable[[StartAction | StopAction, bool, str | None], None]
+
+
+class Actuator:
+    def __init__(
+        self,
+        nomad: NomadAPI,
+        *,
+        namespace: str | None,
+        images: dict[str, str],
+        jobspec_dir: str | None = None,
+    ) -> None:
+        self.nomad = nomad
+        self.namespace = namespace
+        self.images = images
+        self.jobspec_dir = jobspec_dir
+        self._templates: dict[str, dict[str, Any]] = {}
+        self.preempted: dict[str, str] = {}  # replica -> the model it was stopped for
+        self.errors: dict[str, str] = {}  # model -> its last action error
+
+    def _template(self, model: Model) -> dict[str, Any]:
+        image = self.images.get(model.runtime, "")
+        variables = template_variables(model, image)
+        cached = self._templates.get(variables + model.runtime)
+        if cached is None:
+            path = template_path(model.runtime, self.jobspec_dir)
+            if path is None:
+                raise JobShapeError(f"no jobspec template for runtime {model.runtime!r}")
+            cached = self.nomad.parse(Path(path).read_text(), variables)
+            self._templates[variables + model.runtime] = cached
+        return cached
+
+    def act(self, view: ClusterView, plan: Plan, hook: ActionHook) -> None:
+        models = {m.name: m for m in view.snapshot.models}
+        owners = {m.name: m.owner for m in view.snapshot.models}
+        for action in plan.actions:
+            if isinstance(action, StopAction):
+                if action.model in view.frozen_models:
+                    log.warning(
+                        "stop_skipped",
+                        replica=action.replica,
+                        model=action.model,
+                        reason="the model's KV value is invalid; keeping its replicas",
+                    )
+                    continue
+                self._stop(view, action, hook)
+            else:
+                owner = owners.get(action.model, "")
+                blocked = [
+                    o for o in view.blocked_owners if owner == o or owner.startswith(o + "/")
+                ]
+                if blocked:
+                    log.warning(
+                        "start_skipped",
+                        model=action.model,
+                        reason=f"quota of {blocked[0]} is invalid",
+                    )
+                    continue
+                self._start(view, models, action, hook)
+        for jid in view.purgeable:
+            try:
+                with tracer.start_as_current_span("nomad.deregister", attributes={"job": jid}):
+                    self.nomad.deregister(jid, purge=True)
+                log.info("purged", job=jid, reason="stopped and no allocation left")
+            except NomadError as exc:
+                log.warning("purge_failed", job=jid, error=str(exc))
+
+    def _stop(self, view: ClusterView, action: StopAction, hook: ActionHook) -> None:
+        job = view.jobs.get(action.replica)
+        if job is None or job.model != action.model:
+            log.warning("stop_skipped", replica=action.replica, reason="no job of ours")
+            return
+        attrs = {"model": action.model, "replica": action.replica}
+        span_name = "preempt" if action.preempted_for else "stop"
+        if action.preempted_for:
+            attrs["victims"] = action.replica
+            attrs["for"] = action.preempted_for
+        with tracer.start_as_current_span(span_name, attributes=attrs):
+            try:
+                with tracer.start_as_current_span(
+                    "nomad.deregister", attributes={"job": job.job_id}
+                ):
+                    self.nomad.deregister(job.job_id, purge=False)
+            except NomadError as exc:
+                self.errors[action.model] = f"stop {action.replica}: {exc}"
+                log.error("stop_failed", job=job.job_id, error=str(exc))
+                hook(action, False, str(exc))
+                return
+        if action.preempted_for:
+            self.preempted[action.replica] = action.preempted_for
+        log.info("stopped", job=job.job_id, model=action.model, reason=action.reason)
+        hook(action, True, None)
+
+    def _start(
+        self,
+        view: ClusterView,
+        models: dict[str, Model],
+        action: StartAction,
+        hook: ActionHook,
+    ) -> None:
+        model = models.get(action.model)
+        jid = job_id(action.model, action.replica)
+        if model is None:
+            return
+        if action.replica in view.jobs:
+            log.info("start_skipped", job=jid, reason="replica already has a job")
+            return
+        profile = model.profile(action.profile)
+        attrs: dict[str, Any] = {
+            "model": action.model,
+            "class": model.class_,
+            "replica": action.replica,
+            "profile": action.profile,
+            "gpus": sum(len(s.gpus) for s in action.shards),
+            "mig": bool(profile and profile.is_mig),
+        }
+        with tracer.start_as_current_span("place", attributes=attrs):
+            try:
+                existing = self.nomad.job_or_none(jid)
+                mine = owned_job(existing) if existing else None
+                if existing and (mine is None or not mine.stopped):
+                    log.info("start_skipped", job=jid, reason="job already registered")
+                    return
+                job = build_job(
+                    self._template(model),
+                    model,
+                    action,
+                    {n.id: n for n in view.snapshot.nodes},
+                    view.snapshot.now,
+                    self.namespace,
+                )
+                with tracer.start_as_current_span("nomad.register", attributes={"job": jid}):
+                    self.nomad.register(job)
+            except (NomadError, JobShapeError) as exc:
+                self.errors[action.model] = f"start {action.replica}: {exc}"
+                log.error("start_failed", job=jid, model=action.model, error=str(exc))
+                hook(action, False, str(exc))
+                return
+        self.errors.pop(action.model, None)
+        log.info(
+            "started",
+            job=jid,
+            model=action.model,
+            profile=action.profile,
+            shards=[s.model_dump() for s in action.shards],
+            reason=action.reason,
+        )
+        hook(action, True, None)
+
+
+def now_utc() -> datetime:
+    from datetime import UTC
+
+    return datetime.now(UTC)

@@ -1,0 +1,247 @@
+"""The service loop: watch, snapshot, decide, act (leader only), record.
+
+service = Service(ServiceConfig(), observers=[metrics])
+thread = service.run_in_thread()
+...
+service.stop()
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+from opentelemetry import trace
+
+from scheduler.adapters.catalog import GENERAL
+from scheduler.adapters.consul_kv import CONSUL_ERRORS, ConsulError, make_consul
+from scheduler.adapters.kv_layout import KVLayout
+from scheduler.adapters.nomad_api import NomadAPI
+from scheduler.adapters.snapshot_builder import ClusterView, ReadFailed, SnapshotBuilder
+from scheduler.adapters.status_writer import StatusWriter, status_record
+from scheduler.core.decide import decide
+from scheduler.core.models import Plan, StartAction, StopAction, rfc3339, to_json
+from scheduler.plugins import demand_source, placement_plugins
+from scheduler.service.actuator import Actuator
+from scheduler.service.config import ServiceConfig
+from scheduler.service.leader import LeaderElection
+from scheduler.service.observer import PassObserver
+from scheduler.service.watch import Backoff, BlockingWatch
+
+log = structlog.get_logger("llm-scheduler.service")
+tracer = trace.get_tracer("llm-scheduler")
+
+
+class Service:
+    def __init__(self, config: ServiceConfig, observers: Sequence[PassObserver] = ()) -> None:
+        self.config = config
+        self.observers = list(observers)
+        self.layout = KVLayout(config.kv_prefix)
+        host, port, scheme = config.consul_parts()
+        self.consul = make_consul(host, port, scheme, config.consul_token)
+        self.nomad = NomadAPI(
+            config.nomad_base(),
+            token=config.nomad_token,
+            namespace=config.nomad_namespace,
+            region=config.nomad_region,
+        )
+        self.builder = SnapshotBuilder(
+            self.nomad,
+            self.consul,
+            self.layout,
+            demand_source=demand_source(config),
+            max_value_bytes=config.max_value_bytes,
+        )
+        self.actuator = Actuator(
+            self.nomad,
+            namespace=config.nomad_namespace,
+            images={"vllm": config.image_vllm, "sglang": config.image_sglang},
+            jobspec_dir=config.jobspec_dir,
+        )
+        self.status = StatusWriter(self.consul, self.layout)
+        self.plugins = placement_plugins()
+        self._stop = threading.Event()
+        self._changed = threading.Event()
+        self.leader = LeaderElection(
+            self.consul,
+            self.layout.leader,
+            ttl_s=config.session_ttl_s,
+            lock_delay_s=config.lock_delay_s,
+            on_change=self._leadership,
+            backoff=self._backoff(),
+        )
+        self._thread: threading.Thread | None = None
+        self.last_plan: Plan | None = None
+        self.last_read_error: str | None = None
+        self.passes = 0
+        self._logged_errors: list[str] = []
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def _backoff(self) -> Backoff:
+        return Backoff(self.config.backoff_min_s, self.config.backoff_max_s)
+
+    def _leadership(self, leader: bool) -> None:
+        self.status.forget()
+        self.trigger()
+
+    def trigger(self) -> None:
+        self._changed.set()
+
+    def run(self) -> None:
+        self.leader.start()
+        for watch in self._watches():
+            watch.start()
+        try:
+            self._loop()
+        finally:
+            self.leader.stop()
+
+    def run_in_thread(self) -> threading.Thread:
+        self._thread = threading.Thread(target=self.run, name="llm-scheduler", daemon=True)
+        self._thread.start()
+        return self._thread
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._changed.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=10)
+        else:
+            self.leader.stop()
+        self.nomad.close()
+
+    # ------------------------------------------------------------------ watches
+
+    def _watches(self) -> list[BlockingWatch]:
+        wait = self.config.watch_wait_s
+        margin = self.config.http_margin_s
+        from scheduler.adapters.consul_kv import kv_list
+
+        def kv(prefix: str) -> Any:
+            return lambda index: kv_list(
+                self.consul, prefix, index=index, wait_s=wait, margin_s=margin
+            )[0]
+
+        def nomad(path: str) -> Any:
+            return lambda index: self.nomad.read(path, index=index, wait_s=wait, margin_s=margin)[1]
+
+        def health(index: int) -> int:
+            kwargs: dict[str, Any] = {}
+            if index > 0:
+                kwargs = {"index": index, "wait": f"{int(wait)}s"}
+            try:
+                idx, _ = self.consul.health.state("any", **kwargs)
+            except CONSUL_ERRORS as exc:
+                raise ConsulError(str(exc)) from exc
+            return int(idx or 0)
+
+        sources: dict[str, Any] = {
+            "models": kv(self.layout.models),
+            "quotas": kv(self.layout.quotas),
+            "demand": kv(self.layout.demand),
+            "settings": kv(self.layout.settings),
+            "gpu-reports": kv(self.layout.nodes),
+            "nomad-nodes": nomad("/v1/nodes"),
+            "nomad-allocations": nomad("/v1/allocations"),
+            "nomad-jobs": nomad("/v1/jobs"),
+            "consul-health": health,
+        }
+        return [
+            BlockingWatch(name, fetch, self.trigger, self._stop, self._backoff())
+            for name, fetch in sources.items()
+        ]
+
+    # ------------------------------------------------------------------ passes
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            woke = self._changed.wait(timeout=self.config.pass_interval_s)
+            if self._stop.is_set():
+                break
+            if woke and self.config.debounce_s:
+                self._stop.wait(self.config.debounce_s)  # let a burst of changes settle
+            self._changed.clear()
+            try:
+                self.run_pass()
+            except Exception:  # one broken pass must not end the service
+                log.exception("pass_crashed")
+
+    def run_pass(self) -> Plan | None:
+        started = time.perf_counter()
+        with tracer.start_as_current_span("pass") as span:
+            now = datetime.now(UTC)
+            try:
+                with tracer.start_as_current_span("snapshot"):
+                    view = self.builder.build(now)
+            except ReadFailed as exc:
+                if str(exc) != self.last_read_error:
+                    log.error("read_failed", error=str(exc), action="nothing this pass")
+                self.last_read_error = str(exc)
+                span.set_attribute("read_failed", True)
+                return None
+            self.last_read_error = None
+            self.actuator.preempted = {**view.preempted, **self.actuator.preempted}
+            with tracer.start_as_current_span("decide"):
+                plan = decide(view.snapshot, self.plugins)
+            self._log_input_errors(view)
+            leader = self.leader.is_leader
+            span.set_attribute("leader", leader)
+            span.set_attribute("actions", len(plan.actions))
+            if leader:
+                self.actuator.act(view, plan, self._action_done)
+                try:
+                    self._record(view, plan)
+                except ConsulError as exc:
+                    log.warning("status_write_failed", error=str(exc))
+        self.last_plan = plan
+        self.passes += 1
+        duration = time.perf_counter() - started
+        for obs in self.observers:
+            obs.pass_finished(view.snapshot, plan, duration, view.input_errors)
+        return plan
+
+    def _action_done(self, action: StartAction | StopAction, ok: bool, error: str | None) -> None:
+        for obs in self.observers:
+            obs.action_done(action, ok, error)
+
+    def _log_input_errors(self, view: ClusterView) -> None:
+        errors = view.input_errors + view.warnings
+        if errors != self._logged_errors:
+            for line in errors:
+                log.warning("bad_input", error=line)
+            self._logged_errors = errors
+
+    def _record(self, view: ClusterView, plan: Plan) -> None:
+        stamp = rfc3339(view.snapshot.now)
+        names = {m.name for m in view.snapshot.models} | set(plan.models)
+        names |= {t for t in view.catalog.errors if t != GENERAL}
+        names |= {r.model for r in view.snapshot.replicas}
+        for name in sorted(names):
+            replicas = [r for r in view.snapshot.replicas if r.model == name]
+            errors = view.catalog.errors.get(name, [])
+            action_error = self.actuator.errors.get(name)
+            last_error = "; ".join([*errors, *([action_error] if action_error else [])]) or None
+            record = status_record(plan.models.get(name), replicas, last_error)
+            self.status.write(self.layout.status_key(name), record, stamp)
+        general = view.catalog.errors.get(GENERAL, []) + view.warnings
+        self.status.write(
+            self.layout.status_errors,
+            {"errors": general, "last_error": general[-1] if general else None},
+            stamp,
+        )
+        live = {r.id for r in view.snapshot.replicas}
+        self.actuator.preempted = {k: v for k, v in self.actuator.preempted.items() if k in live}
+        state = {
+            "holds": {k: v.model_dump(by_alias=True, mode="json") for k, v in plan.holds.items()},
+            "preempted": self.actuator.preempted,
+        }
+        self.status.write(self.layout.holds, state, stamp)
+
+    def snapshot_json(self) -> str:
+        view = self.builder.build(datetime.now(UTC))
+        return to_json(view.snapshot)

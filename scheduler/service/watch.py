@@ -1,0 +1,74 @@
+"""Blocking-query watches that wake the pass loop.
+
+Index rules (Consul's and Nomad's docs): the first read is not blocking (never wait on 0);
+an index that goes backwards (a server restore) resets to 0; errors back off with jitter.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Callable
+
+import structlog
+
+log = structlog.get_logger("llm-scheduler.watch")
+
+
+def next_index(old: int, new: int) -> int:
+    """The index to wait on next: 0 when it went backwards or is missing (read non-blocking)."""
+    if new <= 0 or new < old:
+        return 0
+    return new
+
+
+class Backoff:
+    """Exponential backoff with full jitter."""
+
+    def __init__(self, base_s: float = 0.2, cap_s: float = 10.0) -> None:
+        self.base_s, self.cap_s, self.attempt = base_s, cap_s, 0
+
+    def next(self) -> float:
+        self.attempt += 1
+        return random.uniform(0, min(self.cap_s, self.base_s * 2**self.attempt))
+
+    def reset(self) -> None:
+        self.attempt = 0
+
+
+class BlockingWatch:
+    """Calls `fetch(index) -> new index` in a loop and `on_change()` whenever the index moves."""
+
+    def __init__(
+        self,
+        name: str,
+        fetch: Callable[[int], int],
+        on_change: Callable[[], None],
+        stop: threading.Event,
+        backoff: Backoff | None = None,
+    ) -> None:
+        self.name = name
+        self.fetch = fetch
+        self.on_change = on_change
+        self.stop_event = stop
+        self.backoff = backoff or Backoff()
+        self.thread = threading.Thread(target=self._run, name=f"watch-{name}", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def _run(self) -> None:
+        index = 0
+        while not self.stop_event.is_set():
+            try:
+                new = self.fetch(index)
+            except Exception as exc:  # any read failure: back off, then read non-blocking
+                delay = self.backoff.next()
+                log.warning("watch_error", watch=self.name, error=str(exc), retry_in_s=delay)
+                index = 0
+                self.stop_event.wait(delay)
+                continue
+            self.backoff.reset()
+            if new != index:
+                self.on_change()
+            index = next_index(index, new)
