@@ -26,6 +26,7 @@ class NodeRecord:
     health: dict[str, bool] = field(default_factory=dict)
     create_index: int = 1
     modify_index: int = 1
+    last_drain: dict[str, Any] | None = None
 
     @property
     def node_class(self) -> str:
@@ -166,7 +167,7 @@ def node_stub(record: NodeRecord, *, resources: bool, os_attrs: bool) -> dict[st
         "Drain": False,
         "Drivers": _drivers(),
         "ID": node.id,
-        "LastDrain": None,
+        "LastDrain": record.last_drain,
         "ModifyIndex": record.modify_index,
         "Name": node.name,
         "NodeClass": record.node_class,
@@ -216,7 +217,7 @@ def node_full(record: NodeRecord) -> dict[str, Any]:
         "HostVolumes": None,
         "HostNetworks": None,
         "ID": node.id,
-        "LastDrain": None,
+        "LastDrain": record.last_drain,
         "Links": {"consul": f"{node.datacenter}.{node.name}"},
         "Meta": record.meta(),
         "ModifyIndex": record.modify_index,

@@ -151,6 +151,7 @@ class NomadStandin:
             Route(
                 "/v1/node/{node_id}/eligibility", r(self._node_eligibility), methods=["POST", "PUT"]
             ),
+            Route("/v1/node/{node_id}/drain", r(self._node_drain), methods=["POST", "PUT"]),
             Route("/v1/jobs", r(self._jobs), methods=["GET"]),
             Route("/v1/jobs", r(self._register), methods=["POST", "PUT"]),
             Route("/v1/jobs/parse", r(self._parse), methods=["POST", "PUT"]),
@@ -275,6 +276,31 @@ class NomadStandin:
         index = self.cluster.table_index("nodes")
         return _json(
             {"EvalCreateIndex": 0, "EvalIDs": None, "Index": index, "NodeModifyIndex": index}, index
+        )
+
+    async def _node_drain(self, request: Request) -> Response:
+        self._check_node(request, write=True)
+        node_id = request.path_params["node_id"]
+        body = await _body(request) or {}
+        spec = body.get("DrainSpec")
+        if spec is not None and not isinstance(spec, dict):
+            raise HttpError(400, "DrainSpec must be an object or null")
+        meta = body.get("Meta") if isinstance(body.get("Meta"), dict) else None
+        try:
+            eval_ids = self.cluster.drain_node(
+                node_id, spec, mark_eligible=bool(body.get("MarkEligible")), meta=meta
+            )
+        except KeyError as exc:
+            raise HttpError(404, "node not found") from exc
+        index = self.cluster.table_index("nodes")
+        return _json(
+            {
+                "EvalCreateIndex": index if eval_ids else 0,
+                "EvalIDs": eval_ids or None,
+                "Index": index,
+                "NodeModifyIndex": index,
+            },
+            index,
         )
 
     # ------------------------------------------------------------ jobs

@@ -184,6 +184,56 @@ class Cluster:
             effects = self._unblock() if status == "ready" else self._lose_allocs(node_id)
             self._apply(effects)
 
+    def drain_node(
+        self,
+        node_id: str,
+        spec: dict[str, Any] | None,
+        *,
+        mark_eligible: bool,
+        meta: dict[str, str] | None = None,
+    ) -> list[str]:
+        """Drain at once: migrate the node's allocations elsewhere, leave it ineligible.
+
+        Returns the evaluations created. A null spec cancels a drain (and may mark eligible).
+        """
+        with self._lock:
+            record = self._require_node(node_id)
+            effects = Effects()
+            eval_ids: list[str] = []
+            if spec is None:
+                if mark_eligible:
+                    record.eligible = True
+                    effects.merge(self._unblock())
+                record.modify_index = self._bump("nodes")
+                self._apply(effects)
+                return eval_ids
+            record.eligible = False
+            started = views.rfc3339_now()
+            jobs: dict[tuple[str, str], dict[str, Any]] = {}
+            for alloc in self._allocs.values():
+                if alloc["NodeID"] != node_id or is_terminal(alloc):
+                    continue
+                system = alloc["JobType"] in ("system", "sysbatch")
+                if system and spec.get("IgnoreSystemJobs"):
+                    continue
+                self._stop_alloc(alloc, "alloc is being migrated", effects)
+                key = (alloc["Namespace"], alloc["JobID"])
+                if key in self._jobs and not system:
+                    jobs[key] = self._jobs[key]
+            for job in jobs.values():
+                eval_ids.append(self._evaluate(job, "node-drain", effects)["ID"])
+                self._refresh_status(job)
+            record.last_drain = {
+                "AccessorID": "",
+                "Meta": meta,
+                "StartedAt": started,
+                "Status": "complete",
+                "UpdatedAt": views.rfc3339_now(),
+            }
+            record.modify_index = self._bump("nodes")
+            self._apply(effects)
+            return eval_ids
+
     def _lose_allocs(self, node_id: str) -> Effects:
         """A node that went down loses its allocations; their jobs get replacements."""
         effects = Effects()

@@ -300,3 +300,27 @@ def test_stop_delay_keeps_client_running_but_frees_devices(fleet: list[Node]) ->
         )
     finally:
         standin.stop()
+
+
+def test_drain_migrates_allocations_and_eligibility_toggles(
+    client: nomad.Nomad, fleet: list[Node]
+) -> None:
+    from nomad_helpers import fixture
+
+    client.jobs.register_job(gpu_job("llm-drain", count=4))
+    (alloc,) = _allocs(client, "llm-drain")
+    node_id = alloc["NodeID"]
+    request = fixture("node-drain-request.json")
+    response = client.node.drain_node_with_spec(node_id, request["DrainSpec"])
+    assert set(response) >= set(fixture("node-drain-response.json"))
+    assert response["EvalIDs"]
+    node = client.node.get_node(node_id)
+    assert node["SchedulingEligibility"] == "ineligible"
+    assert node["LastDrain"]["Status"] == "complete"
+    moved = client.allocation.get_allocation(alloc["ID"])
+    assert moved["DesiredDescription"] == "alloc is being migrated"
+    (replacement,) = _allocs(client, "llm-drain")
+    assert replacement["NodeID"] != node_id
+    eligible = client.node.eligible_node(node_id, eligible=True)
+    assert set(eligible) >= set(fixture("node-eligibility-response.json"))
+    assert client.node.get_node(node_id)["SchedulingEligibility"] == "eligible"
