@@ -1,0 +1,156 @@
+"""The benchmarks run end to end at a tiny size, and their generators and yardsticks are right.
+
+The timing figures themselves are not asserted (the machine is shared); their presence and
+sanity are. The CP-SAT optimum is checked on hand-made instances whose optimum is known.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench import fleetgen, quality  # noqa: E402
+from scheduler.core.mig_geometry import LayoutError, plan_layout  # noqa: E402
+
+
+def _run_json(*args: str) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, "-m", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+# ---------------------------------------------------------------- generators
+
+
+def test_fleet_is_deterministic_and_has_the_asked_mig_share() -> None:
+    a = fleetgen.fleet(50, seed=3)
+    b = fleetgen.fleet(50, seed=3)
+    assert [n.model_dump() for n in a] == [n.model_dump() for n in b]
+    assert fleetgen.fleet(50, seed=4)[0].gpus[0].id != a[0].gpus[0].id
+    gpus = [g for n in a for g in n.gpus]
+    assert len(gpus) == 400
+    assert sum(1 for g in gpus if g.mig is not None) == 40
+
+
+def test_mig_layouts_are_valid_on_their_boards() -> None:
+    boards = {80: fleetgen.H100, 40: fleetgen.A100_40}
+    for memory, layouts in fleetgen.MIG_LAYOUTS.items():
+        for layout in layouts:
+            result = plan_layout(boards[memory], dict(Counter(layout)))
+            assert not isinstance(result, LayoutError), (layout, result)
+
+
+def test_nvlink_peers_stay_inside_groups_of_four_or_eight() -> None:
+    for node in fleetgen.fleet(30, seed=1):
+        ids = {g.id for g in node.gpus}
+        for gpu in node.gpus:
+            if gpu.mig is None:
+                assert len(gpu.nvlink_peers) in (3, 7)
+                assert set(gpu.nvlink_peers) <= ids - {gpu.id}
+            else:
+                assert gpu.nvlink_peers == []
+
+
+def test_steady_snapshot_never_double_books_and_respects_node_capacity() -> None:
+    snap = fleetgen.steady_snapshot(60, seed=2)
+    nodes = {n.id: n for n in snap.nodes}
+    devices = {
+        n.id: {g.id for g in n.gpus if g.mig is None} | {s.id for g in n.gpus for s in g.mig or []}
+        for n in snap.nodes
+    }
+    models = {m.name: m for m in snap.models}
+    seen: set[str] = set()
+    cpu: Counter[str] = Counter()
+    for r in snap.replicas:
+        profile = models[r.model].profile(r.profile)
+        assert profile is not None
+        assert len({s.node for s in r.shards}) == profile.shards
+        for shard in r.shards:
+            assert set(shard.gpus) <= devices[shard.node]
+            assert not seen & set(shard.gpus)
+            seen |= set(shard.gpus)
+            cpu[shard.node] += profile.cpu_cores
+    assert all(cpu[n] <= nodes[n].cpu_cores for n in cpu)
+    # A steady state: most models have replicas, the fleet is well used, not empty.
+    assert len({r.model for r in snap.replicas}) > 0.7 * len(snap.models)
+    assert len(seen) > 0.6 * fleetgen.describe(snap)["gpus"]
+
+
+# ---------------------------------------------------------------- yardsticks
+
+
+def _inst(
+    nodes: list[tuple[str, int]], models: list[tuple[int, int, str | None, int]]
+) -> quality.Instance:
+    return quality.Instance(
+        tuple(quality.QNode(f"n{i}", t, g) for i, (t, g) in enumerate(nodes)),
+        tuple(quality.QModel(f"m{j}", g, s, o, c) for j, (g, s, o, c) in enumerate(models)),
+    )
+
+
+H100, A100 = quality.GPU_TYPES
+
+
+def test_optimum_beats_first_fit_where_order_matters() -> None:
+    # Two 4-GPU nodes: first-fit puts three 1-GPU replicas on n0, then only one 4-GPU replica
+    # fits (7); two 4-GPU replicas alone hold 8.
+    inst = _inst([(H100, 4), (H100, 4)], [(1, 1, None, 3), (4, 1, None, 2)])
+    assert quality.first_fit(inst) == 7
+    value, proven, _ = quality.optimum(inst, 5.0)
+    assert proven and value == 8
+
+
+def test_optimum_honours_gpu_type_and_distinct_shard_nodes() -> None:
+    # Only one H100 node: a 2-shard H100-only replica cannot be placed at all.
+    inst = _inst([(H100, 8), (A100, 8)], [(4, 2, "H100", 1), (8, 1, None, 1)])
+    value, proven, _ = quality.optimum(inst, 5.0)
+    assert proven and value == 8
+    inst2 = _inst([(H100, 8), (H100, 8)], [(4, 2, "H100", 2)])
+    value2, proven2, _ = quality.optimum(inst2, 5.0)
+    assert proven2 and value2 == 16
+
+
+# ---------------------------------------------------------------- the scripts
+
+
+def test_pass_time_script_prints_sane_json() -> None:
+    out = _run_json("bench.pass_time", "--sizes", "10,20", "--quick")
+    assert [s["nodes"] for s in out["sizes"]] == [10, 20]
+    for size in out["sizes"]:
+        assert size["models"] == 2 * size["nodes"]
+        assert size["runs"] >= 3
+        assert 0 < size["min_ms"] <= size["median_ms"] <= size["p90_ms"]
+        assert size["placements_per_s"] >= 0
+        assert size["tracemalloc_peak_mb"] > 0
+    assert out["ru_maxrss_mb"] > 0
+    assert out["growth"]["steps"][0]["work_ratio"] == pytest.approx(4.0)
+    assert isinstance(out["growth"]["fit_exponent_vs_nodes_x_models"], float)
+
+
+def test_quality_script_prints_sane_json() -> None:
+    out = _run_json("bench.quality", "--instances", "5", "--time-limit-s", "2")
+    assert out["instances"] == 5
+    assert out["invalid_plans"] == 0, out["invalid_examples"]
+    assert out["ours_above_optimum"] == 0
+    for key in ("ours_vs_optimum", "first_fit_vs_optimum"):
+        assert 0 < out[key]["min"] <= out[key]["mean"] <= 1.0 + 1e-9
+    totals = out["placed_gpu_demand_total"]
+    assert totals["optimum"] >= totals["ours"] and totals["optimum"] >= totals["first_fit"]
