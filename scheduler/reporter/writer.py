@@ -24,6 +24,10 @@ MIN_TTL_S = 10
 MAX_TTL_S = 86400
 
 
+class SessionError(RuntimeError):
+    """Consul would not give the reporter a session; the record is not written without one."""
+
+
 class ReportWriter:
     """Owns one Consul session and the node's `.../gpus` key. Not thread-safe."""
 
@@ -55,9 +59,12 @@ class ReportWriter:
 
     def _ensure_session(self) -> str:
         if self.session_id is None:
-            self.session_id = self._consul.session.create(
+            created = self._consul.session.create(
                 name=self._name, ttl=self._ttl_s, behavior="delete", lock_delay=0
             )
+            if not created:  # py-consul answers None on a 404: never write without a session
+                raise SessionError(f"Consul did not create a session for {self._key}")
+            self.session_id = str(created)
             self._log(f"created session {self.session_id} (ttl {self._ttl_s}s, behavior delete)")
         return self.session_id
 
