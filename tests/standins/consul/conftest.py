@@ -1,0 +1,47 @@
+"""Fixtures: a Consul stand-in on 127.0.0.1 (port 0) and py-consul / httpx clients for it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+import consul
+from scheduler.standins.consul import ConsulStandin
+from scheduler.standins.runner import RunningServer
+
+FIXTURES = Path("/work/shared/fixtures/consul")
+
+
+def fixture(name: str) -> Any:
+    return json.loads((FIXTURES / name).read_text())
+
+
+@pytest.fixture
+def standin(monkeypatch: pytest.MonkeyPatch) -> Iterator[ConsulStandin]:
+    # py-consul lets CONSUL_HTTP_TOKEN override the token argument; keep tests independent of it.
+    monkeypatch.delenv("CONSUL_HTTP_TOKEN", raising=False)
+    monkeypatch.delenv("CONSUL_HTTP_ADDR", raising=False)
+    instance = ConsulStandin(jitter=False, session_ttl_multiplier=1.0)
+    yield instance
+    instance.close()
+
+
+@pytest.fixture
+def server(standin: ConsulStandin) -> RunningServer:
+    return standin.start()
+
+
+@pytest.fixture
+def client(server: RunningServer) -> consul.Consul:
+    return consul.Consul(host=server.host, port=server.port)
+
+
+@pytest.fixture
+def http(server: RunningServer) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=server.url, timeout=10) as c:
+        yield c
