@@ -1,0 +1,198 @@
+"""Catalog commands: `models list|apply -f`, `quotas list|apply -f`, `schema --write|--check`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+PREFIX_HELP = "Consul KV prefix (env LLM_SCHEDULER_KV_PREFIX, default llm-scheduler/)"
+
+
+def _apply(kind: str, file: str, dry_run: bool, as_json: bool, prefix: str | None) -> None:
+    from rich.syntax import Syntax
+    from rich.table import Table
+
+    from scheduler.ops import catalog_io
+    from scheduler.ops.cli_support import call, console, fail, print_json, working
+    from scheduler.ops.connect import consul_client, layout
+
+    try:
+        items = catalog_io.parse(catalog_io.load_documents(file), kind)  # type: ignore[arg-type]
+    except catalog_io.CatalogError as exc:
+        lines = "\n  ".join(exc.lines)
+        fail(f"{file} has {len(exc.lines)} problem(s), nothing was written:\n  {lines}")
+    client = consul_client()
+    kv = layout(prefix)
+    with working(f"reading {len(items)} {kind} from Consul"):
+        changes = call("Consul", lambda: catalog_io.plan_changes(client, kv, items))
+    conflicts: list[str] = []
+    if not dry_run:
+        with working(f"writing {kind}"):
+            conflicts = call("Consul", lambda: catalog_io.write_changes(client, changes))
+    if as_json:
+        print_json(
+            {
+                "dry_run": dry_run,
+                "changes": [
+                    {"key": c.key, "name": c.name, "action": c.action, "old": c.old, "new": c.new}
+                    for c in changes
+                ],
+                "conflicts": conflicts,
+            }
+        )
+    else:
+        table = Table(title=f"{kind} ({'dry run' if dry_run else 'applied'})")
+        table.add_column("name")
+        table.add_column("key")
+        table.add_column("change")
+        colour = {"create": "green", "update": "yellow", "unchanged": "dim"}
+        for c in changes:
+            state = "conflict" if c.key in conflicts else c.action
+            table.add_row(c.name, c.key, f"[{colour.get(state, 'red')}]{state}[/]")
+        console.print(table)
+        for c in changes:
+            if c.action != "unchanged":
+                console.print(Syntax("\n".join(c.diff()), "diff", theme="ansi_dark"))
+        if dry_run:
+            console.print("[dim]dry run: nothing was written[/]")
+    if conflicts:
+        fail(
+            f"{', '.join(conflicts)} changed in Consul while applying (CAS): "
+            "run the same command again to see the new diff"
+        )
+
+
+def _list(kind: str, as_json: bool, prefix: str | None) -> None:
+    from rich.table import Table
+
+    from scheduler.core.models import Model, Quota
+    from scheduler.ops import catalog_io
+    from scheduler.ops.cli_support import call, console, err_console, print_json, working
+    from scheduler.ops.connect import consul_client, layout
+
+    client = consul_client()
+    kv = layout(prefix)
+    cls: Any = Model if kind == "models" else Quota
+    where = kv.models if kind == "models" else kv.quotas
+    with working(f"reading {kind} from Consul"):
+        items, errors = call("Consul", lambda: catalog_io.read_all(client, where, cls))
+    if as_json:
+        print_json(
+            {
+                kind: [i.model_dump(mode="json", by_alias=True, exclude_none=True) for i in items],
+                "errors": errors,
+            }
+        )
+        return
+    if kind == "models":
+        table = Table(title=f"models under {where}")
+        for col in ("name", "owner", "class", "min", "max", "target", "on demand", "profiles"):
+            table.add_column(col)
+        for m in items:
+            profiles = ", ".join(
+                p.name + (f" ({p.mig_profile})" if p.mig_profile else f" ({p.gpus}x{p.shards})")
+                for p in m.profiles
+            )
+            s = m.scaling
+            table.add_row(
+                m.name, m.owner, m.class_, str(s.min), str(s.max), f"{s.target_per_replica:g}",
+                "yes" if s.on_demand else "no", profiles,
+            )  # fmt: skip
+    else:
+        table = Table(title=f"quotas under {where}")
+        for col in ("owner", "guarantee", "limit"):
+            table.add_column(col)
+        for q in items:
+            table.add_row(q.owner, _amount(q.guarantee), _amount(q.limit) if q.limit else "-")
+    console.print(table)
+    for line in errors:
+        err_console.print(f"[yellow]skipped bad value[/] {line}", highlight=False)
+
+
+def _amount(amount: Any) -> str:
+    parts = [
+        f"{v:g} {label}"
+        for label, v in (
+            ("GPUs", amount.gpus),
+            ("cores", amount.cpu_cores),
+            ("GB", amount.memory_gb),
+        )
+        if v is not None
+    ]
+    return ", ".join(parts) or "-"
+
+
+def register(app: typer.Typer) -> None:
+    models = typer.Typer(help="The model catalog in Consul KV.", no_args_is_help=True)
+    quotas = typer.Typer(help="Per-owner quotas in Consul KV.", no_args_is_help=True)
+    app.add_typer(models, name="models")
+    app.add_typer(quotas, name="quotas")
+
+    file_opt = typer.Option(
+        ..., "-f", "--file", help="YAML or JSON file (one item, a list, or a seed); - for stdin"
+    )
+    dry_opt = typer.Option(False, "--dry-run", help="validate and show the diff, write nothing")
+    json_opt = typer.Option(False, "--json", help="machine-readable output")
+    prefix_opt = typer.Option(None, "--prefix", envvar="LLM_SCHEDULER_KV_PREFIX", help=PREFIX_HELP)
+
+    @models.command("apply")
+    def models_apply(
+        file: str = file_opt,
+        dry_run: bool = dry_opt,
+        as_json: bool = json_opt,
+        prefix: str | None = prefix_opt,
+    ) -> None:
+        """Validate models from a file, show the diff, and write them with CAS."""
+        _guard(lambda: _apply("models", file, dry_run, as_json, prefix))
+
+    @models.command("list")
+    def models_list(as_json: bool = json_opt, prefix: str | None = prefix_opt) -> None:
+        """List the models in Consul KV."""
+        _guard(lambda: _list("models", as_json, prefix))
+
+    @quotas.command("apply")
+    def quotas_apply(
+        file: str = file_opt,
+        dry_run: bool = dry_opt,
+        as_json: bool = json_opt,
+        prefix: str | None = prefix_opt,
+    ) -> None:
+        """Validate quotas from a file, show the diff, and write them with CAS."""
+        _guard(lambda: _apply("quotas", file, dry_run, as_json, prefix))
+
+    @quotas.command("list")
+    def quotas_list(as_json: bool = json_opt, prefix: str | None = prefix_opt) -> None:
+        """List the quotas in Consul KV."""
+        _guard(lambda: _list("quotas", as_json, prefix))
+
+    @app.command("schema")
+    def schema_cmd(
+        write: bool = typer.Option(False, "--write", help="regenerate the shipped schema files"),
+        check: bool = typer.Option(False, "--check", help="exit 1 if the shipped files are stale"),
+        out: Path | None = typer.Option(None, "--out", help="folder to write to (with --write)"),
+    ) -> None:
+        """JSON Schemas for models, quotas and settings (generated from the pydantic models)."""
+        from scheduler.ops import schemas
+        from scheduler.ops.cli_support import console, fail, print_json
+
+        if write:
+            for path in schemas.write(out):
+                console.print(f"wrote {path}")
+            return
+        if check:
+            stale = [n for n, t in schemas.generate().items() if schemas.shipped().get(n) != t]
+            if stale:
+                fail(f"stale schema files: {', '.join(stale)}; run `llm-scheduler schema --write`")
+            console.print("schemas are up to date")
+            return
+        import json
+
+        print_json({name: json.loads(text) for name, text in schemas.generate().items()})
+
+
+def _guard(body: Any) -> None:
+    from scheduler.ops.cli_support import guarded
+
+    guarded(body)

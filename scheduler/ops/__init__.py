@@ -1,0 +1,1 @@
+"""The operator experience: metrics, tracing, the dashboard, and the helpers the CLI shares."""

@@ -1,0 +1,206 @@
+"""Read catalog files (models, quotas; YAML or JSON, one item or many), validate every item with
+the core's pydantic models before anything is written, then write changed keys with CAS."""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from scheduler.adapters.kv_layout import KVLayout
+from scheduler.core.models import Model, Quota
+
+Kind = Literal["models", "quotas"]
+
+
+class CatalogError(ValueError):
+    """A catalog file that cannot be applied; `lines` name every bad item and field."""
+
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__("; ".join(lines))
+        self.lines = lines
+
+
+def _format_validation(err: ValidationError, root: str) -> list[str]:
+    try:
+        from scheduler.core.validate import format_validation_error
+    except ImportError:  # the core's formatter is optional; keep a plain one
+        return [f"{root}{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in err.errors()]
+    return format_validation_error(err, root=root)
+
+
+def load_documents(path: str | Path, text: str | None = None) -> list[Any]:
+    """Every YAML document in the file (JSON is YAML); `-` reads stdin."""
+    import sys
+
+    name = str(path)
+    if text is None:
+        if name == "-":
+            text = sys.stdin.read()
+        else:
+            try:
+                text = Path(name).read_text(encoding="utf-8")
+            except OSError as exc:
+                raise CatalogError([f"cannot read {name}: {exc.strerror or exc}"]) from exc
+    try:
+        return [doc for doc in yaml.safe_load_all(text) if doc is not None]
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise CatalogError([f"{name} is not valid YAML or JSON{where}: {problem}"]) from exc
+
+
+def _items(docs: Iterable[Any], kind: Kind) -> list[tuple[str, Any]]:
+    """(where, raw item) for every item of `kind`: a bare item, a list, or {kind: [...]}."""
+    found: list[tuple[str, Any]] = []
+    for d, doc in enumerate(docs):
+        base = f"document {d + 1}" if d else ""
+        if isinstance(doc, dict) and kind in doc:
+            entries = doc[kind]
+            if isinstance(entries, dict) and kind == "quotas":
+                # {"quotas": {"org/team-a": {...}}}: the owner is the key, as in Consul KV.
+                entries = [{"owner": k, **(v or {})} for k, v in entries.items()]
+            if not isinstance(entries, list):
+                raise CatalogError([f"{base}{'.' if base else ''}{kind}: expected a list"])
+            found += [(f"{base}{'.' if base else ''}{kind}[{i}]", e) for i, e in enumerate(entries)]
+        elif isinstance(doc, list):
+            found += [(f"{base}[{i}]", e) for i, e in enumerate(doc)]
+        elif isinstance(doc, dict) and not ({"models", "quotas", "settings"} & doc.keys()):
+            found.append((base or "item", doc))
+    return found
+
+
+def parse(docs: list[Any], kind: Kind) -> list[Model] | list[Quota]:
+    """Validate every item; raise CatalogError listing all problems, or return the items."""
+    cls: type[Model] | type[Quota] = Model if kind == "models" else Quota
+    errors: list[str] = []
+    parsed: list[Any] = []
+    items = _items(docs, kind)
+    if not items:
+        raise CatalogError([f"no {kind} found in the file (expected an item, a list, or {kind}:)"])
+    for where, raw in items:
+        if not isinstance(raw, dict):
+            errors.append(f"{where}: expected an object, got {type(raw).__name__}")
+            continue
+        try:
+            parsed.append(cls.model_validate(raw))
+        except ValidationError as err:
+            label = raw.get("name") if kind == "models" else raw.get("owner")
+            root = f"{where} ({label})." if isinstance(label, str) else f"{where}."
+            errors += _format_validation(err, root)
+    ident = [p.name if isinstance(p, Model) else p.owner for p in parsed]
+    dupes = sorted({i for i in ident if ident.count(i) > 1})
+    if dupes:
+        errors.append(f"{kind} listed more than once: {', '.join(dupes)}")
+    if errors:
+        raise CatalogError(errors)
+    return parsed
+
+
+def kv_value(item: BaseModel) -> dict[str, Any]:
+    """What is stored in Consul: a model as is; a quota without its owner (the key names it)."""
+    data = item.model_dump(mode="json", by_alias=True, exclude_none=True)
+    if isinstance(item, Quota):
+        data.pop("owner", None)
+    return data
+
+
+def key_for(item: Model | Quota, kv: KVLayout) -> str:
+    return kv.model_key(item.name) if isinstance(item, Model) else kv.quota_key(item.owner)
+
+
+@dataclass(frozen=True)
+class Change:
+    key: str
+    name: str
+    old: dict[str, Any] | None
+    new: dict[str, Any]
+    index: int  # ModifyIndex read before; 0 = the key must not exist yet (CAS)
+
+    @property
+    def action(self) -> Literal["create", "update", "unchanged"]:
+        if self.old is None:
+            return "create"
+        return "unchanged" if self.old == self.new else "update"
+
+    def diff(self) -> list[str]:
+        def lines(obj: dict[str, Any] | None) -> list[str]:
+            return [] if obj is None else json.dumps(obj, indent=2, sort_keys=True).splitlines()
+
+        return list(
+            difflib.unified_diff(
+                lines(self.old),
+                lines(self.new),
+                f"{self.key} (consul)",
+                f"{self.key} (file)",
+                "",
+                "",
+                2,
+                "",
+            )
+        )
+
+
+def _stored(raw: bytes | None) -> dict[str, Any] | None:
+    if raw is None:
+        return None
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {"<not JSON>": raw.decode("utf-8", "replace")}
+    return value if isinstance(value, dict) else {"<not an object>": value}
+
+
+def plan_changes(client: Any, kv: KVLayout, items: list[Model] | list[Quota]) -> list[Change]:
+    changes = []
+    for item in items:
+        key = key_for(item, kv)
+        _, entry = client.kv.get(key)
+        old = _stored(entry["Value"]) if entry else None
+        index = int(entry["ModifyIndex"]) if entry else 0
+        name = item.name if isinstance(item, Model) else item.owner
+        changes.append(Change(key, name, old, kv_value(item), index))
+    return changes
+
+
+def write_changes(client: Any, changes: list[Change]) -> list[str]:
+    """CAS-put every change that changes something; return the keys someone else changed since."""
+    conflicts = []
+    for change in changes:
+        if change.action == "unchanged":
+            continue
+        body = json.dumps(change.new, separators=(",", ":"))
+        if not client.kv.put(change.key, body, cas=change.index):
+            conflicts.append(change.key)
+    return conflicts
+
+
+def read_all(
+    client: Any, prefix: str, cls: type[Model] | type[Quota]
+) -> tuple[list[Any], list[str]]:
+    """Every valid item under a prefix, and one line per bad value (never fatal to the others)."""
+    _, entries = client.kv.get(prefix, recurse=True)
+    items: list[Any] = []
+    errors: list[str] = []
+    for entry in entries or []:
+        key = entry["Key"]
+        tail = KVLayout.tail(key, prefix)
+        if not tail or tail.startswith("_"):
+            continue
+        value = _stored(entry["Value"])
+        if value is None:
+            continue
+        if cls is Quota:
+            value = {"owner": tail, **value}
+        try:
+            items.append(cls.model_validate(value))
+        except ValidationError as err:
+            errors += _format_validation(err, f"{key}: ")
+    return items, errors

@@ -1,0 +1,64 @@
+"""JSON Schemas of what operators write (models, quotas, settings), generated from the core's
+pydantic models and shipped in scheduler/data/schemas/ for editors and CI linters."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from scheduler.core.models import Model, Quota, Settings
+
+SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+
+# file name -> (model, title, what the file describes)
+SCHEMAS: dict[str, tuple[type[BaseModel], str, str]] = {
+    "model.schema.json": (Model, "llm-scheduler model", "Consul KV llm-scheduler/models/<name>"),
+    "quota.schema.json": (
+        Quota,
+        "llm-scheduler quota",
+        "an item of `quotas apply -f`; in Consul KV llm-scheduler/quotas/<owner> without owner",
+    ),
+    "settings.schema.json": (
+        Settings,
+        "llm-scheduler settings",
+        "Consul KV llm-scheduler/settings",
+    ),
+}
+
+
+def generate() -> dict[str, str]:
+    """File name -> schema text, exactly as shipped (stable key order, trailing newline)."""
+    out: dict[str, str] = {}
+    for name, (model, title, description) in SCHEMAS.items():
+        schema: dict[str, Any] = {
+            "$schema": SCHEMA_DIALECT,
+            **model.model_json_schema(by_alias=True, mode="validation"),
+        }
+        schema["title"] = title
+        schema["description"] = description
+        out[name] = json.dumps(schema, indent=2, sort_keys=True) + "\n"
+    return out
+
+
+def shipped_dir() -> Path:
+    return Path(str(resources.files("scheduler") / "data" / "schemas"))
+
+
+def shipped() -> dict[str, str]:
+    folder = shipped_dir()
+    return {p.name: p.read_text(encoding="utf-8") for p in sorted(folder.glob("*.schema.json"))}
+
+
+def write(folder: Path | None = None) -> list[Path]:
+    folder = folder or shipped_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in generate().items():
+        path = folder / name
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+    return written
