@@ -85,6 +85,7 @@ class SnapshotBuilder:
         self._last = _LastGood()
         self._node_cache: dict[str, tuple[int, Node]] = {}
         self._job_cache: dict[str, tuple[int, OwnedJob | None]] = {}
+        self._last_health: dict[str, set[str]] = {}
 
     # ------------------------------------------------------------------ reads
 
@@ -149,6 +150,18 @@ class SnapshotBuilder:
         self._last.demand = dict(cat.demand)
         return sorted(models.values(), key=lambda m: m.name), frozen, blocked
 
+    def _healthy(self, models: set[str], warnings: list[str]) -> set[str]:
+        """Allocation ids passing their Consul checks. Unreadable health keeps the last answer:
+        readiness only ever delays what a replica may be used for, so stale is safe."""
+        healthy: set[str] = set()
+        for model in sorted(models):
+            try:
+                self._last_health[model] = passing_allocs(self.consul, service_name(model))
+            except ConsulError as exc:
+                warnings.append(f"health of {service_name(model)} unreadable: {exc}")
+            healthy |= self._last_health.get(model, set())
+        return healthy
+
     def build(self, now: datetime) -> ClusterView:
         try:
             kv_index, entries = kv_list(self.consul, self.layout.prefix)
@@ -162,11 +175,9 @@ class SnapshotBuilder:
                 nodes, records_from_kv(entries, self.layout), layout=self.layout
             )
             holds, preempted = parse_state(entries, self.layout.holds)
-            healthy: set[str] = set()
-            for model in {j.model for j in jobs if not j.stopped}:
-                healthy |= passing_allocs(self.consul, service_name(model))
         except (NomadError, ConsulError, DemandError) as exc:
             raise ReadFailed(str(exc)) from exc
+        healthy = self._healthy({j.model for j in jobs if not j.stopped}, warnings)
         replicas, by_replica, purgeable = [], {}, []
         for job in sorted(jobs, key=lambda j: j.job_id):
             last_used = demand[job.model].last_used if job.model in demand else None
