@@ -74,9 +74,7 @@ def test_devcluster_command_prints_both_urls_and_stops_on_sigterm(tmp_path: Path
     fleet_file.write_text(json.dumps([builtin_fleet()[0].model_dump()]))
     proc = subprocess.Popen(
         [
-            sys.executable,
-            "-m",
-            "scheduler.cli",
+            *CLI,
             "devcluster",
             "--fleet",
             str(fleet_file),
@@ -92,7 +90,10 @@ def test_devcluster_command_prints_both_urls_and_stops_on_sigterm(tmp_path: Path
         assert proc.stdout is not None
         lines = [proc.stdout.readline().strip(), proc.stdout.readline().strip()]
         matches = [LINE.match(line) for line in lines]
-        assert all(matches), lines
+        if not all(matches):
+            proc.kill()
+            out, err = proc.communicate(timeout=10)
+            raise AssertionError(f"{lines} rc={proc.returncode} out={out!r} err={err[-2000:]!r}")
         urls = {m.group(1): f"http://127.0.0.1:{m.group(2)}" for m in matches if m}
         assert set(urls) == {"consul", "nomad"}
         assert len(httpx.get(f"{urls['nomad']}/v1/nodes").json()) == 1
