@@ -79,6 +79,8 @@ class LeaderElection:
                 ttl=self.ttl_s,
                 lock_delay=self.lock_delay_s,
             )
+        if not self.session:
+            return False  # never a plain put: that would "win" without a lock
         return bool(self.consul.kv.put(self.key, self.identity, acquire=self.session))
 
     def _run(self) -> None:
