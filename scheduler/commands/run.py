@@ -25,8 +25,9 @@ def register(app: typer.Typer) -> None:
         from scheduler.service.logs import configure_logging
         from scheduler.service.loop import Service
 
-        overrides = {"log_format": log_format} if log_format else {}
-        config = ServiceConfig(**overrides)
+        config = ServiceConfig()
+        if log_format:
+            config = config.model_copy(update={"log_format": log_format})
         configure_logging(config.log_format)
         service = Service(config)
         if once:
