@@ -119,6 +119,14 @@ class NomadStandin:
             self._server.stop()
             self._server = None
 
+    close = stop  # the Consul stand-in's name for it
+
+    @property
+    def url(self) -> str:
+        if self._server is None:
+            raise RuntimeError("NomadStandin is not started")
+        return self._server.url
+
     def set_gpu_health(self, node_id: str, device_id: str, healthy: bool) -> None:
         self.cluster.set_gpu_health(node_id, device_id, healthy)
 
