@@ -240,7 +240,7 @@ def _node_feasible(
                 job["ID"] if c in (job.get("Constraints") or []) else f"{job['ID']}/{group['Name']}"
             )
             if view.job_allocs.get(key, 0):
-                metrics.filtered(constraint_text(c))
+                metrics.filtered("distinct_hosts")  # as Nomad names this filter
                 return False
             continue
         if operand == "distinct_property":

@@ -324,3 +324,18 @@ def test_drain_migrates_allocations_and_eligibility_toggles(
     eligible = client.node.eligible_node(node_id, eligible=True)
     assert set(eligible) >= set(fixture("node-eligibility-response.json"))
     assert client.node.get_node(node_id)["SchedulingEligibility"] == "eligible"
+
+
+def test_node_name_constraints(client: nomad.Nomad) -> None:
+    body = gpu_job("llm-names", group_count=3)
+    body["Job"]["Constraints"] = [
+        {"LTarget": "${node.unique.name}", "RTarget": "^gpu-a100", "Operand": "regexp"},
+        {"LTarget": "${node.unique.name}", "RTarget": "gpu-a100-1", "Operand": "!="},
+        {"LTarget": "${attr.os.signals}", "RTarget": "SIGTERM,SIGINT", "Operand": "set_contains"},
+        {"Operand": "distinct_hosts", "RTarget": "true"},
+    ]
+    response = client.jobs.register_job(body)
+    names = sorted(a["NodeName"] for a in _allocs(client, "llm-names"))
+    assert names == ["gpu-a100-2", "gpu-a100-mig-1"]  # two hosts qualify, one alloc each
+    failed = client.evaluation.get_evaluation(response["EvalID"])["FailedTGAllocs"]["shard-0"]
+    assert failed["ConstraintFiltered"]["distinct_hosts"] == 2
