@@ -1,0 +1,227 @@
+"""The ops web server: `/` (dashboard page), `/api/state` (its JSON), `/metrics`, `/healthz`.
+
+DashboardObserver keeps the state the page shows, built from every pass the service reports;
+the demo's terminal view reads the same state.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from datetime import UTC, datetime
+from importlib import resources
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import Route
+
+from scheduler.core.models import Plan, Snapshot, StartAction, StopAction, rfc3339
+from scheduler.ops.inventory import usage
+from scheduler.ops.metrics import CONTENT_TYPE, MetricsObserver
+from scheduler.standins.runner import RunningServer, serve_in_thread
+
+RECENT = 20
+
+
+def _now() -> str:
+    return rfc3339(datetime.now(UTC))
+
+
+class DashboardObserver:
+    """Implements scheduler.service.observer.PassObserver; `state()` is what `/api/state` serves."""
+
+    def __init__(self, recent: int = RECENT) -> None:
+        self._lock = threading.Lock()
+        self._state: dict[str, Any] = {
+            "updated_at": None,
+            "passes": 0,
+            "last_pass_s": None,
+            "nodes": [],
+            "models": [],
+            "pending": [],
+            "totals": {},
+            "input_errors": [],
+        }
+        self._preemptions: deque[dict[str, Any]] = deque(maxlen=recent)
+        self._action_errors: deque[dict[str, Any]] = deque(maxlen=recent)
+        self._classes: dict[str, str] = {}
+        self._last_pass_mono: float | None = None
+        self.counts = {"starts": 0, "stops": 0, "preemptions": 0, "failed": 0}
+
+    def pass_finished(
+        self, snapshot: Snapshot, plan: Plan, duration_s: float, input_errors: list[str]
+    ) -> None:
+        use = usage(snapshot)
+        classes: dict[str, str] = {m.name: m.class_ for m in snapshot.models}
+        nodes = []
+        for node in snapshot.nodes:
+            gpus = []
+            for gpu in node.gpus:
+                holder = use.holders.get(gpu.id)
+                entry: dict[str, Any] = {
+                    "id": gpu.id,
+                    "model": gpu.model,
+                    "memory_gb": gpu.memory_gb,
+                    "healthy": gpu.healthy,
+                    "holder": holder.model if holder else None,
+                    "replica": holder.replica if holder else None,
+                    "state": holder.state if holder else None,
+                    "mig": None,
+                }
+                if gpu.mig is not None:
+                    entry["mig"] = [
+                        {
+                            "id": s.id,
+                            "profile": s.profile,
+                            "healthy": s.healthy,
+                            "holder": h.model if (h := use.holders.get(s.id)) else None,
+                            "state": h.state if h else None,
+                        }
+                        for s in gpu.mig
+                    ]
+                gpus.append(entry)
+            nodes.append(
+                {
+                    "id": node.id,
+                    "name": node.name,
+                    "pool": node.pool,
+                    "eligible": node.eligible,
+                    "gpus": gpus,
+                }
+            )
+        replicas: dict[str, int] = {}
+        for rep in snapshot.replicas:
+            if rep.counts:
+                replicas[rep.model] = replicas.get(rep.model, 0) + 1
+        models = []
+        for m in snapshot.models:
+            status = plan.models.get(m.name)
+            models.append(
+                {
+                    "name": m.name,
+                    "owner": m.owner,
+                    "class": m.class_,
+                    "desired": status.desired if status else None,
+                    "live": status.live if status else replicas.get(m.name, 0),
+                    "pending": status.pending if status else None,
+                }
+            )
+        pending = [
+            {"model": name, "class": classes.get(name), "reason": s.pending}
+            for name, s in sorted(plan.models.items())
+            if s.pending
+        ]
+        with self._lock:
+            self._classes = classes
+            self._last_pass_mono = time.monotonic()
+            self._state = {
+                "updated_at": _now(),
+                "passes": self._state["passes"] + 1,
+                "last_pass_s": round(duration_s, 4),
+                "nodes": nodes,
+                "models": models,
+                "pending": pending,
+                "advice": list(plan.advice),
+                "totals": {
+                    "gpus": use.gpus_total,
+                    "gpus_allocated": use.gpus_allocated,
+                    "mig": use.mig_total,
+                    "mig_allocated": use.mig_allocated,
+                    "utilisation": round(use.gpu_utilisation, 4),
+                },
+                "input_errors": list(input_errors),
+            }
+
+    def action_done(self, action: StartAction | StopAction, ok: bool, error: str | None) -> None:
+        with self._lock:
+            if not ok:
+                self.counts["failed"] += 1
+                self._action_errors.appendleft(
+                    {"at": _now(), "op": action.op, "model": action.model, "error": error}
+                )
+                return
+            self.counts["starts" if action.op == "start" else "stops"] += 1
+            if isinstance(action, StopAction) and action.preempted_for:
+                self.counts["preemptions"] += 1
+                self._preemptions.appendleft(
+                    {
+                        "at": _now(),
+                        "victim": action.model,
+                        "replica": action.replica,
+                        "victim_class": self._classes.get(action.model),
+                        "for": action.preempted_for,
+                        "for_class": self._classes.get(action.preempted_for),
+                        "reason": action.reason,
+                    }
+                )
+
+    def state(self) -> dict[str, Any]:
+        with self._lock:
+            return {
+                **self._state,
+                "preemptions": list(self._preemptions),
+                "action_errors": list(self._action_errors),
+                "counts": dict(self.counts),
+            }
+
+    def seconds_since_pass(self) -> float | None:
+        with self._lock:
+            last = self._last_pass_mono
+        return None if last is None else time.monotonic() - last
+
+
+def _page() -> str:
+    return (resources.files("scheduler.ops") / "web" / "index.html").read_text(encoding="utf-8")
+
+
+def create_app(
+    dashboard: DashboardObserver | None = None, metrics: MetricsObserver | None = None
+) -> Starlette:
+    dashboard = dashboard or DashboardObserver()
+    page = _page()
+
+    async def index(request: Request) -> Response:
+        return HTMLResponse(page)
+
+    async def api_state(request: Request) -> Response:
+        return JSONResponse(dashboard.state(), headers={"Cache-Control": "no-store"})
+
+    async def metrics_route(request: Request) -> Response:
+        if metrics is None:
+            return Response("metrics are not enabled\n", status_code=404, media_type="text/plain")
+        return Response(metrics.exposition(), media_type=CONTENT_TYPE)
+
+    async def healthz(request: Request) -> Response:
+        age = dashboard.seconds_since_pass()
+        return JSONResponse(
+            {"ok": True, "passes": dashboard.state()["passes"], "last_pass_age_s": age}
+        )
+
+    return Starlette(
+        routes=[
+            Route("/", index),
+            Route("/api/state", api_state),
+            Route("/metrics", metrics_route),
+            Route("/healthz", healthz),
+        ]
+    )
+
+
+def serve_ops(*observers: object, host: str = "127.0.0.1", port: int = 9464) -> RunningServer:
+    """Serve the ops endpoints for the DashboardObserver and MetricsObserver among `observers`."""
+    dashboard = next((o for o in observers if isinstance(o, DashboardObserver)), None)
+    metrics = next((o for o in observers if isinstance(o, MetricsObserver)), None)
+    return serve_in_thread(create_app(dashboard, metrics), port=port, host=host, name="ops")
+
+
+def parse_listen(addr: str) -> tuple[str, int]:
+    """`host:port` (as in LLM_SCHEDULER_LISTEN_ADDR) -> (host, port); a bare port means loopback."""
+    host, _, port = addr.rpartition(":")
+    try:
+        number = int(port)
+    except ValueError:
+        raise ValueError(f"listen address {addr!r} is not host:port") from None
+    return (host.strip("[]") or "127.0.0.1", number)

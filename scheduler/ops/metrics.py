@@ -1,0 +1,118 @@
+"""Prometheus metrics of the service, fed by a PassObserver; each instance has its own registry."""
+
+from __future__ import annotations
+
+import threading
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from scheduler.core.models import Plan, Snapshot, StartAction, StopAction
+from scheduler.ops.inventory import usage
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+PASS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+REPLICA_STATES = ("starting", "running", "stopping")
+
+
+class MetricsObserver:
+    """Implements scheduler.service.observer.PassObserver."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.pass_duration = Histogram(
+            "llm_scheduler_pass_duration_seconds",
+            "Time of one reconcile pass.",
+            buckets=PASS_BUCKETS,
+            registry=r,
+        )
+        self.models_pending = Gauge(
+            "llm_scheduler_models_pending", "Models below their desired replicas.", registry=r
+        )
+        self.models = Gauge("llm_scheduler_models", "Models in the catalog.", registry=r)
+        self.replicas = Gauge(
+            "llm_scheduler_replicas", "Replicas by model and state.", ["model", "state"], registry=r
+        )
+        self.desired = Gauge(
+            "llm_scheduler_replicas_desired", "Desired replicas by model.", ["model"], registry=r
+        )
+        self.gpus = Gauge(
+            "llm_scheduler_gpus", "Whole GPUs (not in MIG mode) by state.", ["state"], registry=r
+        )
+        self.mig_slices = Gauge(
+            "llm_scheduler_mig_slices", "MIG slices by state.", ["state"], registry=r
+        )
+        self.preemptions = Counter(
+            "llm_scheduler_preemptions",
+            "Replicas stopped to make room, by the victim's class.",
+            ["class"],
+            registry=r,
+        )
+        self.errors = Counter(
+            "llm_scheduler_errors",
+            "Errors by kind (input: a bad KV value; start/stop: a Nomad call that failed).",
+            ["kind"],
+            registry=r,
+        )
+        self.actions = Counter(
+            "llm_scheduler_actions",
+            "Actions carried out, by op and result.",
+            ["op", "result"],
+            registry=r,
+        )
+        self.passes = Counter("llm_scheduler_passes", "Reconcile passes.", registry=r)
+        self.last_pass = Gauge(
+            "llm_scheduler_last_pass_timestamp_seconds", "When the last pass ended.", registry=r
+        )
+        for state in ("allocated", "total"):
+            self.gpus.labels(state)
+            self.mig_slices.labels(state)
+        for kind in ("input", "start", "stop"):
+            self.errors.labels(kind)
+        self._lock = threading.Lock()
+        self._classes: dict[str, str] = {}
+        self._known: set[tuple[str, str]] = set()
+
+    def pass_finished(
+        self, snapshot: Snapshot, plan: Plan, duration_s: float, input_errors: list[str]
+    ) -> None:
+        with self._lock:
+            self._classes = {m.name: m.class_ for m in snapshot.models}
+            self.passes.inc()
+            self.pass_duration.observe(duration_s)
+            self.last_pass.set_to_current_time()
+            self.models.set(len(snapshot.models))
+            self.models_pending.set(sum(1 for s in plan.models.values() if s.pending))
+            if input_errors:
+                self.errors.labels("input").inc(len(input_errors))
+            counts: dict[tuple[str, str], int] = {}
+            for m in snapshot.models:
+                for state in REPLICA_STATES:
+                    counts[(m.name, state)] = 0
+            for rep in snapshot.replicas:
+                counts[(rep.model, rep.state)] = counts.get((rep.model, rep.state), 0) + 1
+            # Series of models that left the catalog and have no replicas go away.
+            for gone in self._known - counts.keys():
+                self.replicas.remove(*gone)
+            self._known = set(counts)
+            for (model, state), n in counts.items():
+                self.replicas.labels(model, state).set(n)
+            for name, status in plan.models.items():
+                self.desired.labels(name).set(status.desired)
+            use = usage(snapshot)
+            self.gpus.labels("allocated").set(use.gpus_allocated)
+            self.gpus.labels("total").set(use.gpus_total)
+            self.mig_slices.labels("allocated").set(use.mig_allocated)
+            self.mig_slices.labels("total").set(use.mig_total)
+
+    def action_done(self, action: StartAction | StopAction, ok: bool, error: str | None) -> None:
+        with self._lock:
+            self.actions.labels(action.op, "ok" if ok else "error").inc()
+            if not ok:
+                self.errors.labels(action.op).inc()
+            elif isinstance(action, StopAction) and action.preempted_for:
+                self.preemptions.labels(self._classes.get(action.model, "unknown")).inc()
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,81 @@
+from __future__ import annotations
+
+import httpx
+import pytest
+from ops_helpers import preemption, snapshot_and_plan
+
+from scheduler.core.models import StartAction
+from scheduler.ops.dashboard import DashboardObserver, parse_listen, serve_ops
+from scheduler.ops.metrics import MetricsObserver
+
+
+def _metric(text: str, name: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(name + " ") or (
+            line.startswith(name + "{") and line.split(" ")[0] == name
+        ):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"{name} not in /metrics")
+
+
+@pytest.fixture
+def served() -> object:
+    dash, metrics = DashboardObserver(), MetricsObserver()
+    server = serve_ops(dash, metrics, port=0)
+    yield dash, metrics, server
+    server.stop()
+
+
+def test_metrics_follow_passes_and_actions(served: object) -> None:
+    dash, metrics, server = served  # type: ignore[misc]
+    snap, plan = snapshot_and_plan()
+    for obs in (dash, metrics):
+        obs.pass_finished(snap, plan, 0.042, ["llm-scheduler/models/bad: class: invalid"])
+        obs.action_done(preemption(), True, None)
+        obs.action_done(
+            StartAction(model="big-405b", profile="tp8x2", replica="r-9", shards=[], reason="x"),
+            False,
+            "nomad said no",
+        )
+    text = httpx.get(server.url + "/metrics").text
+    assert _metric(text, 'llm_scheduler_gpus{state="total"}') == 48 - 2
+    assert _metric(text, 'llm_scheduler_gpus{state="allocated"}') == 4
+    assert _metric(text, 'llm_scheduler_mig_slices{state="total"}') == 6
+    assert _metric(text, 'llm_scheduler_mig_slices{state="allocated"}') == 1
+    assert _metric(text, "llm_scheduler_models_pending") == 1
+    assert _metric(text, 'llm_scheduler_replicas{model="llama-70b",state="running"}') == 1
+    assert _metric(text, 'llm_scheduler_replicas{model="tiny-1b",state="starting"}') == 1
+    assert _metric(text, 'llm_scheduler_preemptions_total{class="opportunistic"}') == 1
+    assert _metric(text, 'llm_scheduler_errors_total{kind="input"}') == 1
+    assert _metric(text, 'llm_scheduler_errors_total{kind="start"}') == 1
+    assert _metric(text, "llm_scheduler_pass_duration_seconds_count") == 1
+
+
+def test_state_api_shows_holders_pending_and_preemptions(served: object) -> None:
+    dash, _, server = served  # type: ignore[misc]
+    assert httpx.get(server.url + "/healthz").json()["passes"] == 0
+    snap, plan = snapshot_and_plan()
+    dash.pass_finished(snap, plan, 0.01, [])
+    dash.action_done(preemption(), True, None)
+    state = httpx.get(server.url + "/api/state").json()
+    assert [n["name"] for n in state["nodes"]][:1] == ["gpu-h100-1"]
+    holders = [g["holder"] for g in state["nodes"][0]["gpus"]]
+    assert holders == ["llama-70b"] * 4 + [None] * 4
+    mig_holders = [s["holder"] for n in state["nodes"] for g in n["gpus"] for s in g["mig"] or []]
+    assert mig_holders.count("tiny-1b") == 1
+    assert state["pending"] == [
+        {"model": "big-405b", "class": "standard", "reason": plan.models["big-405b"].pending}
+    ]
+    assert state["preemptions"][0]["victim"] == "tiny-1b"
+    assert state["preemptions"][0]["victim_class"] == "opportunistic"
+    assert state["counts"]["preemptions"] == 1
+    assert httpx.get(server.url + "/healthz").json()["passes"] == 1
+    page = httpx.get(server.url + "/")
+    assert page.status_code == 200 and "api/state" in page.text
+
+
+def test_parse_listen() -> None:
+    assert parse_listen("127.0.0.1:9464") == ("127.0.0.1", 9464)
+    assert parse_listen(":9000") == ("127.0.0.1", 9000)
+    with pytest.raises(ValueError, match="host:port"):
+        parse_listen("localhost")
