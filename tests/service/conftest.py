@@ -1,0 +1,5 @@
+"""Fixtures for the service tests; helpers live in e2e_helpers.py."""
+
+from __future__ import annotations
+
+from e2e_helpers import cluster  # noqa: F401  (a fixture, re-exported for pytest)
