@@ -59,6 +59,13 @@ def _namespace(request: Request) -> str:
     return request.query_params.get("namespace") or "default"
 
 
+def _found(value: Any, not_found: str) -> Any:
+    """A blocking read whose object went away while it waited answers 404, not null."""
+    if value is None:
+        raise HttpError(404, not_found)
+    return value
+
+
 async def _body(request: Request) -> Any:
     raw = await request.body()
     if not raw:
@@ -258,7 +265,9 @@ class NomadStandin:
         node_id = request.path_params["node_id"]
         if self.cluster.node_json(node_id) is None:
             raise HttpError(404, "node not found")
-        return await self._blocking(request, ("nodes",), lambda: self.cluster.node_json(node_id))
+        return await self._blocking(
+            request, ("nodes",), lambda: _found(self.cluster.node_json(node_id), "node not found")
+        )
 
     async def _node_allocs(self, request: Request) -> Response:
         self._check_node(request)
@@ -394,7 +403,9 @@ class NomadStandin:
     async def _job(self, request: Request) -> Response:
         self._check_ns(request, "read-job")
         namespace, job_id = self._job_or_404(request)
-        return await self._blocking(request, ("jobs",), lambda: self.cluster.job(namespace, job_id))
+        return await self._blocking(
+            request, ("jobs",), lambda: _found(self.cluster.job(namespace, job_id), "job not found")
+        )
 
     async def _job_summary(self, request: Request) -> Response:
         self._check_ns(request, "read-job")
@@ -465,7 +476,9 @@ class NomadStandin:
         if alloc is None:
             raise HttpError(404, "alloc not found")
         self._check_ns(request, "read-job", alloc["Namespace"])
-        return await self._blocking(request, ("allocs",), lambda: self.cluster.alloc(alloc_id))
+        return await self._blocking(
+            request, ("allocs",), lambda: _found(self.cluster.alloc(alloc_id), "alloc not found")
+        )
 
     async def _alloc_stop(self, request: Request) -> Response:
         alloc_id = request.path_params["alloc_id"]
@@ -496,7 +509,11 @@ class NomadStandin:
         if evaluation is None:
             raise HttpError(404, "eval not found")
         self._check_ns(request, "read-job", evaluation["Namespace"])
-        return await self._blocking(request, ("evals",), lambda: self.cluster.evaluation(eval_id))
+        return await self._blocking(
+            request,
+            ("evals",),
+            lambda: _found(self.cluster.evaluation(eval_id), "eval not found"),
+        )
 
     async def _eval_allocs(self, request: Request) -> Response:
         eval_id = request.path_params["eval_id"]

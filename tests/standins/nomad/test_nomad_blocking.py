@@ -142,3 +142,23 @@ def test_acl_tokens(acl_standin: NomadStandin) -> None:
         assert other_ns.status_code == 403
     finally:
         acl_standin.stop()
+
+
+def test_blocking_read_of_a_purged_job_answers_404(standin: NomadStandin) -> None:
+    assert standin._server is not None
+    url = standin._server.url
+    httpx.post(f"{url}/v1/jobs", json=gpu_job("llm-gone"))
+    index = _index(httpx.get(f"{url}/v1/job/llm-gone"))
+    timer = threading.Timer(
+        0.2, lambda: httpx.delete(f"{url}/v1/job/llm-gone", params={"purge": "true"})
+    )
+    timer.start()
+    for _ in range(5):  # the job's own status changes wake the watcher too
+        answer = httpx.get(
+            f"{url}/v1/job/llm-gone", params={"index": index, "wait": "10s"}, timeout=20
+        )
+        if answer.status_code != 200:
+            break
+        index = _index(answer)
+    timer.join()
+    assert (answer.status_code, answer.text) == (404, "job not found")
