@@ -1,0 +1,196 @@
+"""`status`, `why MODEL`, `dry-run`: what the scheduler did, why a model waits, what it would do."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+JSON_HELP = "machine-readable output"
+PREFIX_HELP = "Consul KV prefix (env LLM_SCHEDULER_KV_PREFIX, default llm-scheduler/)"
+
+
+def _preflight(nomad_too: bool) -> None:
+    """Reach both servers once, so an outage is one clear sentence and not a stack trace."""
+    from scheduler.ops.cli_support import call
+    from scheduler.ops.connect import consul_client, nomad_client
+
+    call("Consul", lambda: consul_client().kv.get("llm-scheduler-preflight"))
+    if nomad_too:
+        call("Nomad", lambda: nomad_client().status.leader.get_leader())
+
+
+def _live() -> Any:
+    from scheduler.ops.cli_support import working
+    from scheduler.ops.connect import OperatorError
+    from scheduler.ops.status_view import decide_live
+
+    _preflight(nomad_too=True)
+    with working("building a snapshot of the live cluster and deciding"):
+        try:
+            return decide_live()
+        except ImportError as exc:
+            raise OperatorError(
+                f"this build cannot decide yet ({exc}): reinstall llm-scheduler"
+            ) from exc
+        except Exception as exc:
+            if type(exc).__name__ != "ReadFailed":
+                raise
+            raise OperatorError(f"cannot read the cluster: {exc}") from exc
+
+
+def _status(as_json: bool, prefix: str | None) -> None:
+    from rich.table import Table
+
+    from scheduler.ops.cli_support import call, console, err_console, print_json, working
+    from scheduler.ops.connect import consul_client, layout
+    from scheduler.ops.status_view import read_status
+
+    kv = layout(prefix)
+    client = consul_client()
+    with working("reading status records from Consul"):
+        report = call("Consul", lambda: read_status(client, kv))
+    if as_json:
+        print_json(
+            {
+                "models": {n: r.model_dump(mode="json") for n, r in sorted(report.records.items())},
+                "errors": report.general_errors,
+                "unreadable": report.unreadable,
+            }
+        )
+        return
+    if not report.records:
+        console.print(
+            f"no status records under {kv.status}: is the scheduler running with this prefix?"
+        )
+    table = Table(title=f"models ({kv.status})")
+    for col in ("model", "desired", "live", "replicas", "pending", "last error", "updated"):
+        table.add_column(col, overflow="fold")
+    for name, r in sorted(report.records.items()):
+        states: dict[str, int] = {}
+        for rep in r.replicas:
+            states[rep.state] = states.get(rep.state, 0) + 1
+        live = f"[green]{r.live}[/]" if r.live >= r.desired else f"[yellow]{r.live}[/]"
+        table.add_row(
+            name, str(r.desired), live, ", ".join(f"{n} {s}" for s, n in sorted(states.items())),
+            f"[yellow]{r.pending}[/]" if r.pending else "",
+            f"[red]{r.last_error}[/]" if r.last_error else "",
+            r.updated_at or "",
+        )  # fmt: skip
+    if report.records:
+        console.print(table)
+    for line in report.general_errors + report.unreadable:
+        err_console.print(f"[yellow]warning:[/] {line}", highlight=False)
+
+
+def _why(model: str, as_json: bool, prefix: str | None) -> None:
+    from scheduler.ops.cli_support import call, console, print_json, working
+    from scheduler.ops.connect import OperatorError, consul_client, layout
+    from scheduler.ops.status_view import explain_trials, read_status
+
+    kv = layout(prefix)
+    client = consul_client()
+    with working(f"reading the status of {model}"):
+        report = call("Consul", lambda: read_status(client, kv))
+    record = report.records.get(model)
+    source = "status record"
+    tried = record.tried if record else None
+    pending = record.pending if record else None
+    desired, live = (record.desired, record.live) if record else (None, None)
+    if record is None or (record.pending and not record.tried):
+        decision = _live()
+        status = decision.plan.models.get(model)
+        if status is None:
+            known = sorted(decision.plan.models)
+            raise OperatorError(
+                f"{model} is not in the catalog under {kv.models}"
+                + (f" (known: {', '.join(known)})" if known else "")
+                + ": add it with `llm-scheduler models apply -f FILE`"
+            )
+        source = "live decision"
+        tried, pending, desired, live = status.tried, status.pending, status.desired, status.live
+    trials = tried or []
+    if as_json:
+        print_json(
+            {
+                "model": model, "desired": desired, "live": live, "pending": pending,
+                "source": source, "tried": [t.model_dump(mode="json") for t in trials],
+                "last_error": record.last_error if record else None,
+            }
+        )  # fmt: skip
+        return
+    console.print(f"[bold]{model}[/]: {live} of {desired} replicas live ({source})")
+    if not pending:
+        console.print("[green]not pending[/]: it has what it wants")
+    else:
+        console.print(f"[yellow]pending:[/] {pending}", highlight=False)
+    for line in explain_trials(trials):
+        console.print(f"  tried {line}", highlight=False)
+    if record and record.last_error:
+        console.print(f"[red]last error:[/] {record.last_error}", highlight=False)
+
+
+def _dry_run(as_json: bool) -> None:
+    from rich.table import Table
+
+    from scheduler.core.models import StartAction
+    from scheduler.ops.cli_support import console, err_console, print_json
+
+    decision = _live()
+    plan = decision.plan
+    if as_json:
+        print_json(
+            {
+                "plan": plan.model_dump(mode="json", by_alias=True),
+                "input_errors": decision.input_errors,
+                "warnings": decision.warnings,
+            }
+        )
+        return
+    nodes = {n["id"]: n["name"] for n in decision.snapshot_json.get("nodes", [])}
+    table = Table(title="what the next pass would do (nothing is changed)")
+    for col in ("op", "model", "replica", "where", "reason"):
+        table.add_column(col, overflow="fold")
+    for a in plan.actions:
+        if isinstance(a, StartAction):
+            where = "; ".join(f"{nodes.get(s.node, s.node)}: {len(s.gpus)} dev" for s in a.shards)
+            table.add_row("[green]start[/]", a.model, a.replica, where, a.reason)
+        else:
+            table.add_row("[red]stop[/]", a.model, a.replica, "", a.reason)
+    if plan.actions:
+        console.print(table)
+    else:
+        console.print("nothing to do: every model has what it can get")
+    for name, s in sorted(plan.models.items()):
+        if s.pending:
+            console.print(f"[yellow]{name}[/] pending: {s.pending}", highlight=False)
+    for line in plan.advice:
+        console.print(f"[cyan]advice:[/] {line}", highlight=False)
+    for line in decision.input_errors + decision.warnings:
+        err_console.print(f"[yellow]warning:[/] {line}", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    from scheduler.ops.cli_support import guarded
+
+    json_opt = typer.Option(False, "--json", help=JSON_HELP)
+    prefix_opt = typer.Option(None, "--prefix", envvar="LLM_SCHEDULER_KV_PREFIX", help=PREFIX_HELP)
+
+    @app.command("status")
+    def status_cmd(as_json: bool = json_opt, prefix: str | None = prefix_opt) -> None:
+        """Every model: desired, live and pending, from the scheduler's status records."""
+        guarded(lambda: _status(as_json, prefix))
+
+    @app.command("why")
+    def why_cmd(
+        model: str = typer.Argument(..., help="model name"),
+        as_json: bool = json_opt,
+        prefix: str | None = prefix_opt,
+    ) -> None:
+        """Why a model is pending: per profile, what was tried and what was short where."""
+        guarded(lambda: _why(model, as_json, prefix))
+
+    @app.command("dry-run")
+    def dry_run_cmd(as_json: bool = json_opt) -> None:
+        """Build a snapshot of the live cluster and print what the next pass would do."""
+        guarded(lambda: _dry_run(as_json))

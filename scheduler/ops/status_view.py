@@ -1,0 +1,106 @@
+"""Read the scheduler's status records and, when they say too little, ask the decision core."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from scheduler.adapters.kv_layout import KVLayout
+from scheduler.core.models import Plan, ProfileTrial
+
+
+class ReplicaRecord(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    id: str
+    state: str
+    nodes: list[str] = Field(default_factory=list)
+    devices: list[str] = Field(default_factory=list)
+
+
+class StatusRecord(BaseModel):
+    """`<prefix>status/<model>` as the service writes it (extra fields are kept for --json)."""
+
+    model_config = ConfigDict(extra="allow")
+    desired: int = 0
+    live: int = 0
+    pending: str | None = None
+    replicas: list[ReplicaRecord] = Field(default_factory=list)
+    last_error: str | None = None
+    updated_at: str | None = None
+    tried: list[ProfileTrial] | None = None
+
+
+@dataclass
+class StatusReport:
+    records: dict[str, StatusRecord] = field(default_factory=dict)
+    general_errors: list[str] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)  # "key: why"
+
+
+def read_status(client: Any, kv: KVLayout) -> StatusReport:
+    _, entries = client.kv.get(kv.status, recurse=True)
+    report = StatusReport()
+    for entry in entries or []:
+        key = entry["Key"]
+        name = KVLayout.tail(key, kv.status)
+        if not name or "/" in name:
+            continue
+        try:
+            data = json.loads(entry["Value"] or b"null")
+        except ValueError:
+            report.unreadable.append(f"{key}: not JSON")
+            continue
+        if key == kv.status_errors:
+            if isinstance(data, dict):
+                report.general_errors = [str(e) for e in data.get("errors") or []]
+            continue
+        try:
+            report.records[name] = StatusRecord.model_validate(data)
+        except ValidationError as err:
+            report.unreadable.append(f"{key}: {err.errors()[0]['msg']}")
+    return report
+
+
+@dataclass
+class LiveDecision:
+    """What the next pass would do on the cluster as it is now."""
+
+    snapshot_json: dict[str, Any]
+    plan: Plan
+    input_errors: list[str]
+    warnings: list[str]
+
+
+def decide_live() -> LiveDecision:
+    """Build a live snapshot exactly as the service does (same config, builder and plugins)."""
+    from datetime import UTC, datetime
+
+    from scheduler.core.decide import decide
+    from scheduler.service.config import ServiceConfig
+    from scheduler.service.loop import Service
+
+    service = Service(ServiceConfig())
+    try:
+        view = service.builder.build(datetime.now(UTC))
+        plan = decide(view.snapshot, service.plugins)
+    finally:
+        service.nomad.close()
+    return LiveDecision(
+        snapshot_json=view.snapshot.model_dump(mode="json", by_alias=True),
+        plan=plan,
+        input_errors=view.input_errors,
+        warnings=list(view.warnings),
+    )
+
+
+def explain_trials(tried: list[ProfileTrial]) -> list[str]:
+    """One line per profile: what was short, on how many nodes."""
+    lines = []
+    for t in tried:
+        short = ", ".join(f"{why} on {n} node{'s' if n != 1 else ''}" for why, n in t.short.items())
+        text = short or "nothing short"
+        lines.append(f"{t.profile}: {text}" + (f" ({t.note})" if t.note else ""))
+    return lines

@@ -1,0 +1,74 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from scheduler.cli import app
+
+PREFIX = "status-test/"
+
+
+def _run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(app, [*args, "--prefix", PREFIX])
+    return result.exit_code, result.output
+
+
+@pytest.fixture
+def records(consul_kv: object) -> None:
+    put = consul_kv.kv.put  # type: ignore[attr-defined]
+    put(
+        PREFIX + "status/llama-70b",
+        json.dumps(
+            {
+                "desired": 2, "live": 1,
+                "pending": "profile tp4: no node with 4 free H100 GPUs (6 nodes short of GPUs)",
+                "replicas": [{"id": "r-1", "state": "running", "nodes": ["n1"], "devices": ["G1"]}],
+                "last_error": None, "updated_at": "2026-12-02T10:00:00Z",
+                "tried": [
+                    {"profile": "tp4", "short": {"gpus": 6, "gpu_model": 0}},
+                    {"profile": "mig", "short": {"mig_profile": 1}, "note": "no 3g.40gb free"},
+                ],
+            }
+        ),
+    )  # fmt: skip
+    put(
+        PREFIX + "status/tiny-1b",
+        json.dumps({"desired": 1, "live": 1, "pending": None, "replicas": [], "last_error": None}),
+    )
+    put(PREFIX + "status/_errors", json.dumps({"errors": ["models/x: bad class"]}))
+    put(PREFIX + "status/broken", "not json")
+
+
+def test_status_lists_every_model_from_the_records(records: None) -> None:
+    code, out = _run("status", "--json")
+    assert code == 0, out
+    data = json.loads(out)
+    assert sorted(data["models"]) == ["llama-70b", "tiny-1b"]
+    assert data["models"]["llama-70b"]["desired"] == 2
+    assert data["models"]["llama-70b"]["live"] == 1
+    assert data["errors"] == ["models/x: bad class"]
+    assert data["unreadable"] == [PREFIX + "status/broken: not JSON"]
+    code, out = _run("status")
+    assert code == 0 and "llama-70b" in out and "1 running" in out
+
+
+def test_why_explains_each_profile_from_the_record(records: None) -> None:
+    code, out = _run("why", "llama-70b")
+    assert code == 0, out
+    assert "1 of 2 replicas live (status record)" in out
+    assert "no node with 4 free H100 GPUs" in out
+    assert "tried tp4: gpus on 6 nodes, gpu_model on 0 nodes" in out
+    assert "tried mig: mig_profile on 1 node (no 3g.40gb free)" in out
+    code, out = _run("why", "tiny-1b", "--json")
+    assert json.loads(out)["pending"] is None
+
+
+def test_status_against_a_missing_consul_says_how_to_fix_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CONSUL_HTTP_ADDR", "127.0.0.1:9")
+    code, out = _run("status")
+    assert code == 1
+    assert "cannot reach Consul at http://127.0.0.1:9: start it or set CONSUL_HTTP_ADDR" in out
