@@ -24,9 +24,11 @@ from scheduler.standins.devcluster import DevCluster
 def service(cluster: DevCluster) -> Iterator[Service]:
     svc = Service(service_config(cluster))
     svc.run_in_thread()
-    wait_for(lambda: svc.leader.is_leader, what="leadership")
-    yield svc
-    svc.stop()
+    try:
+        wait_for(lambda: svc.leader.is_leader, what="leadership")
+        yield svc
+    finally:
+        svc.stop()
 
 
 def _devices(job: dict) -> list[dict]:
@@ -61,8 +63,9 @@ def test_demand_up_lands_a_job_with_the_device_block_then_down_stops_it(
         for i in d["DeviceIDs"]
     }
     assert got == wanted  # on the planned GPUs
-    st = wait_for(lambda: status(cluster, "llama"), what="status")
-    assert st["desired"] == 1 and st["replicas"][0]["devices"]
+    st = wait_for(lambda: (status(cluster, "llama") or {}).get("replicas"), what="status")
+    assert st[0]["nodes"] == [node] and set(st[0]["devices"]) == wanted
+    assert status(cluster, "llama")["desired"] == 1  # type: ignore[index]
 
     put(cluster, LAYOUT.demand_key("llama"), {"inflight": 0, "queued": 0})
     wait_for(lambda: not our_jobs(cluster, "llama"), what="the job to stop")
@@ -173,6 +176,8 @@ def test_bad_kv_value_is_a_status_error_and_others_go_on(
         "llm-scheduler/models/broken: scaling.min: Input should be greater than or equal to 0"
     )
     wait_for(lambda: our_jobs(cluster, "fine"), what="the good model still starts")
-    errors = wait_for(lambda: status(cluster, "_errors"), what="general errors")
-    assert any("quotas/org/x: owner" in e for e in errors["errors"])
+    errors = wait_for(
+        lambda: (status(cluster, "_errors") or {}).get("errors"), what="general errors"
+    )
+    assert any("quotas/org/x: owner" in e for e in errors)
     assert service.passes > 0 and service.last_read_error is None
