@@ -16,6 +16,7 @@ import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from scheduler.standins.consul.durations import SECOND_NS
 
@@ -50,6 +51,7 @@ class Session:
     ttl: str  # as given, "" for none
     ttl_ns: int
     node_checks: list[str]
+    service_checks: list[Any] | None
     create_index: int
     modify_index: int
     timer: threading.Timer | None = field(default=None, repr=False)
@@ -267,6 +269,7 @@ class ConsulStore:
         ttl: str,
         ttl_ns: int,
         node_checks: list[str],
+        service_checks: list[Any] | None = None,
     ) -> Session:
         with self.lock:
             index = self.next_index()
@@ -279,6 +282,7 @@ class ConsulStore:
                 ttl,
                 ttl_ns,
                 node_checks,
+                service_checks,
                 index,
                 index,
             )
