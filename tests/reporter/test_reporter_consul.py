@@ -172,3 +172,42 @@ def test_unchanged_records_are_not_rewritten_but_changes_are(consul: tuple[Any, 
     writer.publish(probe.read())
     assert writer.writes == 3
     writer.close()
+
+
+def test_reporter_command_writes_and_removes_the_record_on_sigint(consul: tuple[Any, Any]) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    standin, client = consul
+    server_url = client.http.base_uri
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from scheduler.cli import main; main()",
+            "reporter",
+            "--node-id",
+            "node-1",
+            "--interval",
+            "0.2",
+            "--fake-nvml",
+            "h100",
+            "--consul-addr",
+            server_url,
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert _wait(lambda: standin.kv_get(KEY) is not None, timeout=20), "no record written"
+        record = NodeGpuReport.model_validate_json(standin.kv_get(KEY) or b"")
+        assert record.node_id == "node-1" and len(record.gpus) == 8
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, stderr
+    assert standin.kv_get(KEY) is None
+    assert "record removed" in stderr
