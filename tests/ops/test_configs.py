@@ -1,0 +1,111 @@
+"""The shipped Nomad and Consul configs: parseable, least privilege, matching the KV layout."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import hcl2
+import httpx
+
+from scheduler.adapters.kv_layout import KVLayout
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _unquote(value: Any) -> Any:
+    """python-hcl2 8 keeps the quotes of string literals and block labels; drop them."""
+    if isinstance(value, str):
+        return value[1:-1] if len(value) >= 2 and value[0] == value[-1] == '"' else value
+    if isinstance(value, list):
+        return [_unquote(v) for v in value]
+    if isinstance(value, dict):
+        return {_unquote(k): _unquote(v) for k, v in value.items()}
+    return value
+
+
+def _hcl(path: str) -> dict[str, Any]:
+    with (REPO / path).open() as f:
+        return _unquote(hcl2.load(f))
+
+
+def _consul_rules(path: str) -> dict[tuple[str, str], str]:
+    """(rule kind, name) -> policy, for key/key_prefix/session_prefix/... blocks."""
+    rules: dict[tuple[str, str], str] = {}
+    for kind, blocks in _hcl(path).items():
+        if kind.startswith("__"):
+            continue
+        for block in blocks:
+            for name, body in block.items():
+                rules[(kind, name.strip('"'))] = body["policy"]
+    return rules
+
+
+def _policy_for(rules: dict[tuple[str, str], str], key: str) -> str | None:
+    """Consul's rule: an exact `key` wins, else the longest matching `key_prefix`."""
+    if ("key", key) in rules:
+        return rules[("key", key)]
+    prefixes = [n for (k, n) in rules if k == "key_prefix" and key.startswith(n)]
+    return rules[("key_prefix", max(prefixes, key=len))] if prefixes else None
+
+
+def test_consul_policy_reads_inputs_and_writes_only_its_own_keys() -> None:
+    rules = _consul_rules("consul/acl/llm-scheduler.policy.hcl")
+    kv = KVLayout()
+    for key in (kv.model_key("m"), kv.quota_key("org/a"), kv.demand_key("m"), kv.settings,
+                kv.node_gpus_key("n1")):  # fmt: skip
+        assert _policy_for(rules, key) == "read", key
+    for key in (kv.status_key("m"), kv.status_errors, kv.leader, kv.holds):
+        assert _policy_for(rules, key) == "write", key
+    writes = {name for (kind, name), pol in rules.items() if pol == "write"}
+    assert writes == {kv.status, kv.leader, kv.prefix + "state/", ""}  # "" = session_prefix
+    assert rules[("session_prefix", "")] == "write"
+    assert _policy_for(rules, "other-app/secret") is None
+    assert not any(kind in {"acl", "operator", "agent_prefix"} for kind, _ in rules)
+
+
+def test_operator_and_gateway_policies() -> None:
+    gateway = _consul_rules("consul/acl/gateway.policy.hcl")
+    assert gateway == {("key_prefix", "llm-scheduler/demand/"): "write"}
+    operator = _consul_rules("consul/acl/operator.policy.hcl")
+    assert _policy_for(operator, "llm-scheduler/models/x") == "write"
+    assert _policy_for(operator, "llm-scheduler/status/x") == "read"
+    assert _policy_for(operator, "llm-scheduler/leader") == "read"
+
+
+def test_nomad_policy_is_its_namespace_and_node_read_only() -> None:
+    policy = _hcl("nomad/acl/llm-scheduler.policy.hcl")
+    assert set(policy) - {"__comments__"} == {"namespace", "node"}
+    namespaces = {
+        name.strip('"'): body for block in policy["namespace"] for name, body in block.items()
+    }
+    assert list(namespaces) == ["llm"]
+    caps = set(namespaces["llm"]["capabilities"])
+    assert {"submit-job", "read-job", "list-jobs"} <= caps
+    assert caps <= {"submit-job", "read-job", "list-jobs", "parse-job"}
+    assert policy["node"][0]["policy"] == "read"
+
+
+def test_gpu_client_config_has_the_nvidia_plugin() -> None:
+    config = _hcl("nomad/client-gpu.hcl")
+    plugins = {name.strip('"'): body for block in config["plugin"] for name, body in block.items()}
+    nvidia = plugins["nomad-device-nvidia"]["config"][0]
+    assert nvidia["enabled"] is True and nvidia["fingerprint_period"] == "1m"
+    assert config["client"][0]["enabled"] is True
+    assert "MIG" in (REPO / "nomad/client-gpu.hcl").read_text()
+
+
+def test_scheduler_jobspec_parses_through_nomad(cluster: object) -> None:
+    hcl = (REPO / "jobspecs/llm-scheduler.nomad.hcl").read_text()
+    r = httpx.post(
+        cluster.nomad_url + "/v1/jobs/parse",  # type: ignore[attr-defined]
+        json={"JobHCL": hcl, "Canonicalize": True, "Variables": 'namespace = "llm"'},
+    )
+    assert r.status_code == 200, r.text
+    job = r.json()
+    assert job["ID"] == "llm-scheduler" and job["Namespace"] == "llm"
+    group = job["TaskGroups"][0]
+    assert group["Count"] == 2
+    task = group["Tasks"][0]
+    assert task["Env"]["LLM_SCHEDULER_LISTEN_ADDR"] == "0.0.0.0:9464"
+    assert group["Services"][0]["Checks"][0]["Path"] == "/healthz"
