@@ -28,3 +28,32 @@ def test_jobspec_is_a_system_job_running_the_reporter_with_the_node_id() -> None
     assert "--ttl" in args and "--interval" in args
     assert "CONSUL_HTTP_ADDR" in task["env"][0]
     assert _unquote(task["kill_signal"]) == "SIGINT"  # lets the reporter destroy its session
+
+
+def test_nomad_parses_the_jobspec_with_variables() -> None:
+    import httpx
+    import pytest
+
+    server_mod = pytest.importorskip("scheduler.standins.nomad.server")
+    standin = server_mod.NomadStandin([])
+    server = standin.start(0)
+    try:
+        answer = httpx.post(
+            server.url + "/v1/jobs/parse",
+            json={
+                "JobHCL": JOBSPEC.read_text(),
+                "Canonicalize": True,
+                "Variables": 'consul_addr = "http://10.0.0.1:8500"\nttl_s = 20',
+            },
+            timeout=10,
+        )
+    finally:
+        standin.stop()
+    assert answer.status_code == 200, answer.text
+    job = answer.json()
+    assert job["Type"] == "system"
+    task = job["TaskGroups"][0]["Tasks"][0]
+    assert task["Driver"] == "raw_exec"
+    assert task["Config"]["args"][:3] == ["reporter", "--node-id", "${node.unique.id}"]
+    assert task["Config"]["args"][-2:] == ["--ttl", "20"]
+    assert task["Env"]["CONSUL_HTTP_ADDR"] == "http://10.0.0.1:8500"
