@@ -39,6 +39,8 @@ class ClusterView:
     warnings: list[str] = field(default_factory=list)
     kv_index: int = 0
     preempted: dict[str, str] = field(default_factory=dict)  # replica -> model, from KV state
+    kv_entries: list[dict[str, Any]] = field(default_factory=list)
+    job_ids: set[str] = field(default_factory=set)  # every job id Nomad listed, ours or not
 
     @property
     def input_errors(self) -> list[str]:
@@ -86,6 +88,7 @@ class SnapshotBuilder:
         self._node_cache: dict[str, tuple[int, Node]] = {}
         self._job_cache: dict[str, tuple[int, OwnedJob | None]] = {}
         self._last_health: dict[str, set[str]] = {}
+        self._listed: list[str] = []
 
     # ------------------------------------------------------------------ reads
 
@@ -103,8 +106,10 @@ class SnapshotBuilder:
 
     def _jobs(self) -> list[OwnedJob]:
         out = []
+        self._listed = []
         for stub in self.nomad.get("/v1/jobs", {"prefix": "llm-"}) or []:
             jid, mod = str(stub["ID"]), int(stub.get("ModifyIndex") or 0)
+            self._listed.append(jid)
             cached = self._job_cache.get(jid)
             if cached is None or cached[0] != mod or mod == 0:
                 body = self.nomad.job_or_none(jid)
@@ -210,4 +215,6 @@ class SnapshotBuilder:
             warnings=warnings,
             kv_index=kv_index,
             preempted=preempted,
+            kv_entries=entries,
+            job_ids=set(self._listed),
         )

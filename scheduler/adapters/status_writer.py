@@ -43,7 +43,7 @@ class StatusWriter:
         """Write `record` under `key` unless it already says that; True when written."""
         content = json.dumps(record, sort_keys=True)
         known = self._written.get(key)
-        if known is None:
+        if known is None or (known[1] < 0 and known[0] != content):
             entry = kv_get(self.consul, key)
             index = int(entry["ModifyIndex"]) if entry else 0
             old = _content(entry)
@@ -54,8 +54,9 @@ class StatusWriter:
         body = json.dumps({**record, "updated_at": updated_at})
         for _ in range(3):
             if kv_cas(self.consul, key, body, known[1]):
-                entry = kv_get(self.consul, key)
-                self._written[key] = (content, int(entry["ModifyIndex"]) if entry else 0)
+                # The new ModifyIndex comes with the next pass's KV read (prime); until then
+                # a CAS on the stale index fails and re-reads, which is correct, only slower.
+                self._written[key] = (content, -1)
                 return True
             entry = kv_get(self.consul, key)  # someone else wrote it: compare again
             known = (_content(entry), int(entry["ModifyIndex"]) if entry else 0)
@@ -63,6 +64,13 @@ class StatusWriter:
                 self._written[key] = known
                 return False
         return False
+
+    def prime(self, entries: list[dict[str, Any]]) -> None:
+        """Learn current values and ModifyIndexes from a KV read made anyway (saves a GET each)."""
+        for entry in entries:
+            key = str(entry.get("Key", ""))
+            if key.startswith(self.layout.status) or key == self.layout.holds:
+                self._written[key] = (_content(entry), int(entry.get("ModifyIndex") or 0))
 
     def forget(self) -> None:
         """Drop the cache (e.g. after losing and regaining leadership)."""

@@ -148,7 +148,9 @@ class Actuator:
         }
         with tracer.start_as_current_span("place", attributes=attrs):
             try:
-                existing = self.nomad.job_or_none(jid)
+                # Listed ids come from this pass's read; a job registered since by another
+                # scheduler is excluded by the leader lock.
+                existing = self.nomad.job_or_none(jid) if jid in view.job_ids else None
                 mine = owned_job(existing) if existing else None
                 if existing and (mine is None or not mine.stopped):
                     log.info("start_skipped", job=jid, reason="job already registered")

@@ -193,6 +193,7 @@ class Service:
             span.set_attribute("leader", leader)
             span.set_attribute("actions", len(plan.actions))
             if leader:
+                self.status.prime(view.kv_entries)
                 self.actuator.act(view, plan, self._action_done)
                 try:
                     self._record(view, plan)
