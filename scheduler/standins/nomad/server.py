@@ -5,17 +5,18 @@ from __future__ import annotations
 import json
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, Response
+from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from scheduler.core.models import Node
 from scheduler.standins.faults import FaultMiddleware, Faults
 from scheduler.standins.nomad.acl import NomadACL
+from scheduler.standins.nomad.events import HEARTBEAT_S, parse_topics
 from scheduler.standins.nomad.hcl import HclError, parse_job
 from scheduler.standins.nomad.jobs import JobDecodeError, JobValidationError
 from scheduler.standins.nomad.query import BadQuery, blocking_params, compile_filter, parse_bool
@@ -108,6 +109,7 @@ class NomadStandin:
         self.acl = acl
         self.faults = faults
         self._server: RunningServer | None = None
+        self.heartbeat_s = HEARTBEAT_S
         app: Any = Starlette(routes=self._routes())
         if faults is not None:
             faults.on_index_reset(self.cluster.reset_index)
@@ -182,6 +184,7 @@ class NomadStandin:
             Route("/v1/evaluations", r(self._evals), methods=["GET"]),
             Route("/v1/evaluation/{eval_id}", r(self._eval), methods=["GET"]),
             Route("/v1/evaluation/{eval_id}/allocations", r(self._eval_allocs), methods=["GET"]),
+            Route("/v1/event/stream", r(self._event_stream), methods=["GET"]),
             Route("/v1/status/leader", r(self._leader), methods=["GET"]),
             Route("/v1/regions", r(self._regions), methods=["GET"]),
             Route("/v1/agent/self", r(self._agent_self), methods=["GET"]),
@@ -530,6 +533,38 @@ class NomadStandin:
                 if a["EvalID"] == eval_id
             ],
         )
+
+    # ------------------------------------------------------------ events
+
+    async def _event_stream(self, request: Request) -> Response:
+        topics = parse_topics(request.query_params.getlist("topic"))
+        namespace = _namespace(request)
+        if self.acl is not None:
+            token = self.acl.token(_token(request))
+            if token is None:
+                raise HttpError(403, "ACL token not found")
+            # Nomad wants a management token for `*:*`; per-topic reads need read-job.
+            if not token.management and ("*" in topics or not token.allows("read-job", namespace)):
+                raise HttpError(403, "Permission denied")
+        raw_index = request.query_params.get("index") or "0"
+        try:
+            start = int(raw_index)
+        except ValueError as exc:
+            raise HttpError(400, "Invalid index") from exc
+        heartbeat = self.heartbeat_s
+
+        async def frames() -> AsyncIterator[bytes]:
+            cursor = max(start - 1, 0) if start else self.cluster.events.last_index()
+            yield b"{}\n"
+            with self.cluster.feed.subscribe() as sub:
+                while True:
+                    for frame in self.cluster.events.since(cursor, topics, namespace):
+                        cursor = frame["Index"]
+                        yield json.dumps(frame).encode() + b"\n"
+                    if not await sub.wait(heartbeat):
+                        yield b"{}\n"
+
+        return StreamingResponse(frames(), media_type="application/json")
 
     # ------------------------------------------------------------ agent
 

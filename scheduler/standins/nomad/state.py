@@ -17,6 +17,7 @@ from typing import Any
 from scheduler.core.models import Node
 from scheduler.standins.nomad import views
 from scheduler.standins.nomad.allocs import build_alloc, service_instances
+from scheduler.standins.nomad.events import EventLog
 from scheduler.standins.nomad.fingerprint import device_groups
 from scheduler.standins.nomad.jobs import JobValidationError, canonicalize, validate
 from scheduler.standins.nomad.nodes import MHZ_PER_CORE, NodeRecord, node_full, node_stub
@@ -83,6 +84,7 @@ class Cluster:
         self.load_delay_s = load_delay_s
         self.stop_delay_s = stop_delay_s
         self.feed = ChangeFeed()
+        self.events = EventLog()
         self._lock = threading.RLock()
         self._rng = random.Random(seed)
         self._index = 1
@@ -123,6 +125,7 @@ class Cluster:
     def _apply(self, effects: Effects) -> None:
         """Run effects while still holding the lock, so that Consul sees registrations and
         deregistrations in the order the state changed (the registry never calls back)."""
+        self.events.flush()
         self.feed.notify()
         if self.registry is not None:
             for service_id in effects.deregister:
@@ -173,6 +176,7 @@ class Cluster:
             record = self._require_node(node_id)
             record.eligible = eligible
             record.modify_index = self._bump("nodes")
+            self._node_event(record)
             effects = self._unblock() if eligible else Effects()
             self._apply(effects)
 
@@ -181,6 +185,7 @@ class Cluster:
             record = self._require_node(node_id)
             record.status = status
             record.modify_index = self._bump("nodes")
+            self._node_event(record)
             effects = self._unblock() if status == "ready" else self._lose_allocs(node_id)
             self._apply(effects)
 
@@ -205,6 +210,7 @@ class Cluster:
                     record.eligible = True
                     effects.merge(self._unblock())
                 record.modify_index = self._bump("nodes")
+                self._node_event(record)
                 self._apply(effects)
                 return eval_ids
             record.eligible = False
@@ -231,6 +237,7 @@ class Cluster:
                 "UpdatedAt": views.rfc3339_now(),
             }
             record.modify_index = self._bump("nodes")
+            self._node_event(record)
             self._apply(effects)
             return eval_ids
 
@@ -260,8 +267,31 @@ class Cluster:
                 raise KeyError(f"device {device_id!r} is not fingerprinted on node {node_id!r}")
             record.health[device_id] = healthy
             record.modify_index = self._bump("nodes")
+            self._node_event(record)
             effects = self._unblock() if healthy else Effects()
             self._apply(effects)
+
+    def _node_event(self, record: NodeRecord) -> None:
+        self.events.emit("Node", "NodeEvent", record.node.id, "", node_full(record), self._index)
+
+    def _job_event(self, job: dict[str, Any], kind: str) -> None:
+        self.events.emit("Job", kind, job["ID"], job["Namespace"], copy.deepcopy(job), self._index)
+
+    def _alloc_event(self, alloc: dict[str, Any]) -> None:
+        payload = {k: copy.deepcopy(v) for k, v in alloc.items() if k != "Job"}
+        self.events.emit(
+            "Allocation", "AllocationUpdated", alloc["ID"], alloc["Namespace"], payload, self._index
+        )
+
+    def _eval_event(self, evaluation: dict[str, Any]) -> None:
+        self.events.emit(
+            "Evaluation",
+            "EvaluationUpdated",
+            evaluation["ID"],
+            evaluation["Namespace"],
+            copy.deepcopy(evaluation),
+            self._index,
+        )
 
     def _require_node(self, node_id: str) -> NodeRecord:
         record = self._nodes.get(node_id)
@@ -298,6 +328,7 @@ class Cluster:
                 job["Stop"] = False
                 job["Status"] = "pending"
                 self._jobs[key] = job
+                self._job_event(job, "JobRegistered")
             elif existing is not None:
                 job = existing
             effects = Effects()
@@ -344,6 +375,7 @@ class Cluster:
                 }
             index = self._bump("jobs")
             job["Stop"] = True
+            self._job_event(job, "JobDeregistered")
             job["ModifyIndex"] = job["JobModifyIndex"] = index
             effects = Effects()
             evaluation = self._evaluate(job, "job-deregister", effects)
@@ -530,6 +562,7 @@ class Cluster:
             if not failures:
                 evaluation["Status"] = "complete"
                 evaluation["StatusDescription"] = ""
+            self._eval_event(evaluation)
             return evaluation
         evaluation["FailedTGAllocs"] = failed
         if failures:
@@ -543,6 +576,8 @@ class Cluster:
             )
             self._evals[blocked["ID"]] = blocked
             evaluation["BlockedEval"] = blocked["ID"]
+            self._eval_event(blocked)
+        self._eval_event(evaluation)
         return evaluation
 
     def _reconcile(
@@ -627,11 +662,13 @@ class Cluster:
 
     def _add_alloc(self, alloc: dict[str, Any], effects: Effects) -> None:
         self._allocs[alloc["ID"]] = alloc
+        self._alloc_event(alloc)
         effects.start_later.append(alloc["ID"])
 
     def _touch(self, alloc: dict[str, Any]) -> None:
         alloc["ModifyIndex"] = self._bump("allocs")
         alloc["ModifyTime"] = views.now_ns()
+        self._alloc_event(alloc)
 
     def _start_alloc(self, alloc_id: str) -> None:
         effects = Effects()

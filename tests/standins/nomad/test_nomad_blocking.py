@@ -162,3 +162,46 @@ def test_blocking_read_of_a_purged_job_answers_404(standin: NomadStandin) -> Non
         index = _index(answer)
     timer.join()
     assert (answer.status_code, answer.text) == (404, "job not found")
+
+
+def _frames(lines: object, count: int) -> list[dict]:
+    import json
+
+    got = []
+    for line in lines:  # type: ignore[attr-defined]
+        got.append(json.loads(line))
+        if len(got) >= count:
+            return got
+    return got
+
+
+def test_event_stream_sends_heartbeat_then_filtered_frames(standin: NomadStandin) -> None:
+    assert standin._server is not None
+    url = standin._server.url
+    with httpx.stream(
+        "GET", f"{url}/v1/event/stream", params={"topic": "Job:llm-ev"}, timeout=10
+    ) as stream:
+        lines = stream.iter_lines()
+        assert _frames(lines, 1) == [{}]
+        httpx.post(f"{url}/v1/jobs", json=gpu_job("llm-other-ev"))
+        httpx.post(f"{url}/v1/jobs", json=gpu_job("llm-ev"))
+        (frame,) = _frames(lines, 1)
+    (event,) = frame["Events"]
+    assert (event["Topic"], event["Type"], event["Key"]) == ("Job", "JobRegistered", "llm-ev")
+    assert event["Payload"]["Job"]["ID"] == "llm-ev" and frame["Index"] == event["Index"]
+
+
+def test_event_stream_replays_from_index_and_heartbeats(standin: NomadStandin) -> None:
+    assert standin._server is not None
+    url = standin._server.url
+    httpx.post(f"{url}/v1/jobs", json=gpu_job("llm-replay"))
+    standin.heartbeat_s = 0.2
+    with httpx.stream(
+        "GET", f"{url}/v1/event/stream", params={"topic": "Allocation", "index": "1"}, timeout=10
+    ) as stream:
+        frames = _frames(stream.iter_lines(), 4)
+    assert frames[0] == {}
+    events = [e for f in frames[1:] if f for e in f["Events"]]
+    assert events and all(e["Topic"] == "Allocation" for e in events)
+    assert all("Job" not in e["Payload"]["Allocation"] for e in events)
+    assert {} in frames[1:]  # a heartbeat once nothing more happens
