@@ -20,6 +20,7 @@ from typing import Any
 import pynvml
 
 from scheduler.core.mig_geometry import GpuGeometry, geometry_for
+from scheduler.core.models import Node
 
 # nvidia-smi "Profile ID" per NVML enum, as on the A100/H100 ([S5], [S6] of mig-profiles.md).
 # Real code reads these from NVML; the fake has to answer something.
@@ -513,4 +514,47 @@ def failing_fleet() -> list[FakeGpu]:
     gpus[1].ecc_uncorrected = 3
     gpus[2].ecc_uncorrected = None
     gpus[3].lost = True
+    return gpus
+
+
+def fleet_for_node(node: Node) -> list[FakeGpu]:
+    """A fake fleet that looks, through NVML, like `node` looks through Nomad: whole GPUs keep
+    their UUIDs, a MIG parent with a `pci-<bus>` id gets that bus id and its slices' MIG UUIDs,
+    and nvlink_peers become direct links. For end-to-end tests that write real reporter records
+    for a stand-in Nomad node:
+
+        fake = FakeNvml(fleet_for_node(node)); probe = NvmlProbe(node.id, nvml=fake)
+        probe.open(); fake.inject_xid(0, 79)   # then ReportWriter(...).publish(probe.read())
+    """
+    from scheduler.core.mig_geometry import Layout, plan_layout
+    from scheduler.reporter.record import normalize_pci_bus_id
+
+    gpus: list[FakeGpu] = []
+    for index, gpu in enumerate(node.gpus):
+        bus = normalize_pci_bus_id(gpu.id) if gpu.id.lower().startswith("pci-") else None
+        fake = FakeGpu(
+            uuid=gpu.id if bus is None else f"GPU-{_uuid5(f'{node.id}/{gpu.id}')}",
+            name=gpu.model,
+            pci_bus_id=f"0000{bus}".upper() if bus else _bus(index),  # NVML's 8-digit domain
+            memory_total=int(gpu.memory_gb * GIB),
+            mig_enabled=gpu.mig is not None,
+        )
+        if gpu.mig:
+            want: dict[str, int] = {}
+            for mig_slice in gpu.mig:
+                want[mig_slice.profile] = want.get(mig_slice.profile, 0) + 1
+            layout = plan_layout(gpu.model, want)
+            starts: dict[str, list[int]] = {}
+            if isinstance(layout, Layout):
+                for inst in layout.instances:
+                    starts.setdefault(inst.profile, []).append(inst.start)
+            for mig_slice in gpu.mig:
+                free = starts.get(mig_slice.profile) or [0]
+                start = free.pop(0)
+                if fake.geometry is not None and fake.geometry.profile(mig_slice.profile):
+                    fake.add_instance(mig_slice.profile, start, uuid=mig_slice.id)
+        gpus.append(fake)
+    by_id = {g.id: fake for g, fake in zip(node.gpus, gpus, strict=True)}
+    for gpu, fake in zip(node.gpus, gpus, strict=True):
+        fake.links = [FakeLink(by_id[p].pci_bus_id) for p in gpu.nvlink_peers if p in by_id]
     return gpus

@@ -263,3 +263,41 @@ def test_mig_gpu_without_instances_gets_an_actionable_warning() -> None:
         "mode with no MIG instances, so Nomad offers nothing of it: create instances "
         "(llm-scheduler mig apply) or turn MIG mode off"
     ]
+
+
+def test_fleet_for_node_mirrors_a_nomad_node() -> None:
+    from scheduler.reporter.fake_nvml import fleet_for_node
+
+    node = Node(
+        id="node-9",
+        name="gpu-c1",
+        cpu_cores=64,
+        memory_gb=512,
+        gpus=[
+            GPU(
+                id="GPU-aaa", model="NVIDIA H100 80GB HBM3", memory_gb=80, nvlink_peers=["GPU-bbb"]
+            ),
+            GPU(
+                id="GPU-bbb", model="NVIDIA H100 80GB HBM3", memory_gb=80, nvlink_peers=["GPU-aaa"]
+            ),
+            GPU(
+                id="pci-00000000:0A:00.0",
+                model="NVIDIA A100-SXM4-80GB",
+                memory_gb=80,
+                mig=[
+                    MigSlice(id="MIG-1", profile="4g.40gb", memory_gb=40),
+                    MigSlice(id="MIG-2", profile="3g.40gb", memory_gb=40),
+                ],
+            ),
+        ],
+    )
+    fake = FakeNvml(fleet_for_node(node))
+    probe = NvmlProbe("node-9", nvml=fake)
+    probe.open()
+    fake.inject_xid(2, 79)
+    report = probe.read()
+    assert [m.placement_start for m in report.gpus[2].mig_devices] == [0, 4]
+    (updated,), warnings = apply_reports([node], {"node-9": report.model_dump_json()})
+    assert [w for w in warnings if "unhealthy" not in w] == []
+    assert [g.healthy for g in updated.gpus] == [True, True, False]
+    assert updated.gpus[0].nvlink_peers == ["GPU-bbb"]
