@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -13,12 +10,6 @@ import pytest
 import consul
 from scheduler.standins.consul import ConsulStandin
 from scheduler.standins.runner import RunningServer
-
-FIXTURES = Path("/work/shared/fixtures/consul")
-
-
-def fixture(name: str) -> Any:
-    return json.loads((FIXTURES / name).read_text())
 
 
 @pytest.fixture
