@@ -82,6 +82,8 @@ def apply_mig_layout(
         raise MigApplyError(
             "changing MIG instances needs root (NVML: insufficient permissions)"
         ) from err
+    except nvml.NVMLError as err:
+        raise MigApplyError(f"NVML refused the change on GPU {index}: {err}") from err
     finally:
         nvml.nvmlShutdown()
 

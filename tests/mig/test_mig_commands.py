@@ -110,3 +110,14 @@ def test_profiles_lists_the_table() -> None:
     assert body["geometry"] == "h200-141gb" and body["confirmed"] is False
     assert {r["profile"]: r["max_count"] for r in body["profiles"]}["1g.35gb"] == 4
     assert runner.invoke(app, ["mig", "profiles", "--gpu", "Tesla T4"]).exit_code == 1
+
+
+def test_apply_turns_nvml_refusals_into_a_sentence() -> None:
+    fake = _fake_with_idle_mig_gpu()
+    fake.gpus[1].add_instance("1g.10gb", 0).has_compute = False  # a bare GI in the way
+    with pytest.raises(MigApplyError, match=r"creating 4g\.40gb at slice 0 .* failed"):
+        apply_mig_layout(1, {"4g.40gb": 1}, apply=True, nvml=fake)
+    lost = _fake_with_idle_mig_gpu()
+    lost.gpus[1].lost = True
+    with pytest.raises(MigApplyError, match="NVML refused the change on GPU 1: GPU is lost"):
+        apply_mig_layout(1, {"4g.40gb": 1}, nvml=lost)
