@@ -62,3 +62,14 @@ def test_health_watch_wakes_on_registration_from_another_thread(
 def test_status_leader_and_agent_self(client: consul.Consul) -> None:
     assert client.status.leader() == "127.0.0.1:8300"
     assert client.agent.self()["Config"]["Datacenter"] == "dc1"
+
+
+def test_critical_service_check_invalidates_a_bound_session(
+    standin: ConsulStandin, client: consul.Consul
+) -> None:
+    standin.register_service(instance("bound", 8100))
+    sid = client.session.create(checks=["service:bound"], lock_delay=0)
+    client.kv.put("bound-lock", "v", acquire=sid)
+    standin.set_check_status("bound", "critical")
+    assert client.session.info(sid)[1] is None
+    assert "Session" not in client.kv.get("bound-lock")[1]

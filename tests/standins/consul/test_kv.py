@@ -135,3 +135,24 @@ def test_direct_helpers(standin: ConsulStandin, client: consul.Consul) -> None:
     assert standin.kv_get("none") is None
     assert client.kv.get("h")[1]["Value"] == b"v"
     assert standin.index > 1
+
+
+def test_concurrent_cas_increments_lose_no_update(client: consul.Consul) -> None:
+    import threading
+
+    client.kv.put("counter", "0")
+
+    def increment(times: int) -> None:
+        done = 0
+        while done < times:
+            _, entry = client.kv.get("counter")
+            value = int(entry["Value"]) + 1
+            if client.kv.put("counter", str(value), cas=entry["ModifyIndex"]):
+                done += 1
+
+    threads = [threading.Thread(target=increment, args=(10,)) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert client.kv.get("counter")[1]["Value"] == b"40"
