@@ -23,9 +23,15 @@ class NomadAPI:
         namespace: str | None = None,
         region: str | None = None,
         timeout_s: float = 10.0,
+        keepalive: bool = False,
     ) -> None:
         headers = {"X-Nomad-Token": token} if token else {}
-        self._client = httpx.Client(base_url=base_url, headers=headers, timeout=timeout_s)
+        # Keep-alive off by default: a reused connection to a uvicorn-served stand-in stalls
+        # ~40 ms per request (delayed ACK); a fresh loopback/LAN connection costs ~1 ms.
+        limits = httpx.Limits(max_keepalive_connections=None if keepalive else 0)
+        self._client = httpx.Client(
+            base_url=base_url, headers=headers, timeout=timeout_s, limits=limits
+        )
         self.namespace = namespace
         self.region = region
         self.timeout_s = timeout_s

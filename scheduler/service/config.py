@@ -42,6 +42,7 @@ class ServiceConfig(BaseSettings):
     image_sglang: str = "lmsysorg/sglang:latest"
     log_format: str = Field("console", pattern="^(console|json)$")
     max_value_bytes: int = Field(64 * 1024, gt=0)
+    http_keepalive: bool = False
 
     def consul_parts(self) -> tuple[str, int, str]:
         """(host, port, scheme) of CONSUL_HTTP_ADDR, which may lack a scheme as in Consul's CLI."""

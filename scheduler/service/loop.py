@@ -42,12 +42,13 @@ class Service:
         self.observers = list(observers)
         self.layout = KVLayout(config.kv_prefix)
         host, port, scheme = config.consul_parts()
-        self.consul = make_consul(host, port, scheme, config.consul_token)
+        self.consul = make_consul(host, port, scheme, config.consul_token, config.http_keepalive)
         self.nomad = NomadAPI(
             config.nomad_base(),
             token=config.nomad_token,
             namespace=config.nomad_namespace,
             region=config.nomad_region,
+            keepalive=config.http_keepalive,
         )
         self.builder = SnapshotBuilder(
             self.nomad,
