@@ -92,6 +92,9 @@ class ConsulStandin:
     def kv_put(self, key: str, value: bytes | str) -> None:
         self.store.kv_set(key, value.encode() if isinstance(value, str) else value)
 
+    def kv_delete(self, key: str, *, recurse: bool = False) -> None:
+        self.store.kv_delete(key, recurse=recurse)
+
     def kv_get(self, key: str) -> bytes | None:
         with self.store.lock:
             entry = self.store.kv.entries.get(key)
