@@ -1,0 +1,73 @@
+"""The demo's catalog: ten models of all three classes, owned by two tenants with quotas.
+
+Sized against the stand-ins' built-in fleet (46 whole GPUs: 24 H100, 22 A100; plus 6 MIG
+slices) so that the peak of the demand trace asks for more than there is.
+"""
+
+from __future__ import annotations
+
+from scheduler.core.models import Amount, Model, Quota, Settings
+
+TEAM_A = "acme/research"
+TEAM_B = "acme/product"
+
+
+def _m(
+    name: str, owner: str, cls: str, scaling: dict[str, object], *profiles: dict[str, object]
+) -> Model:
+    return Model.model_validate(
+        {"name": name, "owner": owner, "class": cls, "scaling": scaling, "profiles": list(profiles)}
+    )
+
+
+H100 = ["H100"]
+A100 = ["A100"]
+
+MODELS: list[Model] = [
+    # critical: the product's chat models; their minimum is never taken.
+    _m("llama-3-70b", TEAM_B, "critical", {"min": 1, "max": 4, "target_per_replica": 16},
+       {"name": "tp4-h100", "gpus": 4, "gpu_models": H100, "cpu_cores": 16, "memory_gb": 160},
+       {"name": "tp4-a100", "gpus": 4, "gpu_models": A100, "cpu_cores": 16, "memory_gb": 160}),
+    _m("qwen-2.5-32b", TEAM_B, "critical", {"min": 1, "max": 3, "target_per_replica": 16},
+       {"name": "tp2", "gpus": 2, "gpu_memory_gb": 80, "cpu_cores": 8, "memory_gb": 96}),
+    # standard
+    _m("mixtral-8x7b", TEAM_A, "standard", {"min": 0, "max": 4, "target_per_replica": 12},
+       {"name": "tp2", "gpus": 2, "gpu_memory_gb": 80, "cpu_cores": 8, "memory_gb": 128}),
+    _m("llama-3-8b", TEAM_B, "standard", {"min": 1, "max": 4, "target_per_replica": 24},
+       {"name": "one-gpu", "gpus": 1, "cpu_cores": 4, "memory_gb": 32},
+       {"name": "mig-3g", "mig_profile": "3g.40gb", "cpu_cores": 4, "memory_gb": 32}),
+    _m("deepseek-coder-33b", TEAM_A, "standard",
+       {"min": 0, "max": 3, "target_per_replica": 8, "on_demand": True},
+       {"name": "tp2", "gpus": 2, "gpu_memory_gb": 80, "cpu_cores": 8, "memory_gb": 96}),
+    _m("gemma-2-27b", TEAM_B, "standard", {"min": 0, "max": 2, "target_per_replica": 12},
+       {"name": "tp2", "gpus": 2, "cpu_cores": 8, "memory_gb": 96}),
+    # opportunistic: batch work that fills idle GPUs and gives way at the peak.
+    _m("llama-3-405b-eval", TEAM_A, "opportunistic", {"min": 0, "max": 1, "target_per_replica": 4},
+       {"name": "tp8-pp2", "gpus": 8, "shards": 2, "gpu_models": H100, "cpu_cores": 32,
+        "memory_gb": 512}),
+    _m("finetune-eval-70b", TEAM_A, "opportunistic", {"min": 0, "max": 2, "target_per_replica": 4},
+       {"name": "tp4", "gpus": 4, "cpu_cores": 16, "memory_gb": 160}),
+    _m("phi-3-mini", TEAM_B, "opportunistic",
+       {"min": 0, "max": 3, "target_per_replica": 32, "on_demand": True},
+       {"name": "mig-1g", "mig_profile": "1g.10gb", "cpu_cores": 2, "memory_gb": 16},
+       {"name": "mig-2g", "mig_profile": "2g.20gb", "cpu_cores": 2, "memory_gb": 16}),
+    _m("bge-embed", TEAM_B, "opportunistic",
+       {"min": 0, "max": 2, "target_per_replica": 64, "on_demand": True},
+       {"name": "mig-1g", "mig_profile": "1g.10gb", "cpu_cores": 2, "memory_gb": 8}),
+]  # fmt: skip
+
+QUOTAS: list[Quota] = [
+    Quota(owner="acme", guarantee=Amount(gpus=32), limit=Amount(gpus=52)),
+    Quota(owner=TEAM_A, guarantee=Amount(gpus=12), limit=Amount(gpus=36)),
+    Quota(owner=TEAM_B, guarantee=Amount(gpus=20), limit=Amount(gpus=40)),
+]
+
+
+def settings(speed: float) -> Settings:
+    """The decision rules' clocks, shortened so that a two-minute demo shows them at work."""
+    return Settings(
+        eviction_grace_s=max(1, round(12 / speed)),
+        min_lifetime_s=max(1, round(6 / speed)),
+        preempt_hold_s=max(1, round(15 / speed)),
+        max_victims=3,
+    )

@@ -1,0 +1,213 @@
+"""Run the demo: stand-ins up, catalog and quotas in, the real service on them, the trace
+played into demand keys, the live view drawn, a summary at the end."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any
+
+from rich.console import Console
+
+from scheduler.adapters.kv_layout import KVLayout
+from scheduler.core.models import Demand, rfc3339
+from scheduler.demo import catalog, trace
+from scheduler.demo.view import DemoStats, plain_line, render, summary
+from scheduler.ops.catalog_io import kv_value
+from scheduler.ops.dashboard import DashboardObserver, serve_ops
+from scheduler.ops.metrics import MetricsObserver
+
+DEMO_PREFIX = "llm-scheduler-demo/"
+
+
+@dataclass
+class DemoOptions:
+    duration_s: float = 120.0
+    speed: float = 1.0
+    dashboard_port: int | None = 0  # None: no web dashboard
+    live: bool | None = None  # None: a live view when stdout is a terminal
+    plain_every_s: float = 10.0
+    tick_s: float = 0.5
+    log_file: Path | None = None
+
+
+@dataclass
+class DemoResult:
+    stats: DemoStats
+    seconds: float
+    gpus_total: int
+    final_state: dict[str, Any]
+    log_file: Path
+    dashboard_url: str | None = None
+    demand_writes: int = 0
+    lines: list[str] = field(default_factory=list)
+
+
+def _seed(client: Any, kv: KVLayout, speed: float) -> None:
+    for model in catalog.MODELS:
+        client.kv.put(kv.model_key(model.name), json.dumps(kv_value(model)))
+    for quota in catalog.QUOTAS:
+        client.kv.put(kv.quota_key(quota.owner), json.dumps(kv_value(quota)))
+    client.kv.put(kv.settings, catalog.settings(speed).model_dump_json())
+
+
+@dataclass
+class DemandWriter:
+    """Plays the trace into demand keys as a gateway would: on change, and while requests
+    flow, every few seconds so that last_used stays fresh."""
+
+    client: Any
+    kv: KVLayout
+    refresh_s: float = 3.0
+    writes: int = 0
+    _last: dict[str, tuple[int, int, float]] = field(default_factory=dict)
+
+    def write(self, demand: dict[str, Demand]) -> None:
+        now = time.monotonic()
+        stamp = rfc3339(datetime.now(UTC))
+        for name, d in demand.items():
+            busy = d.inflight + d.queued > 0
+            prev = self._last.get(name)
+            changed = prev is None or prev[:2] != (d.inflight, d.queued)
+            if not changed and not (busy and prev is not None and now - prev[2] >= self.refresh_s):
+                continue
+            body: dict[str, Any] = {"inflight": d.inflight, "queued": d.queued}
+            if busy:
+                body["last_used"] = stamp
+            self.client.kv.put(self.kv.demand_key(name), json.dumps(body))
+            self._last[name] = (d.inflight, d.queued, now)
+            self.writes += 1
+
+
+def _quiet_logs(path: Path) -> IO[str]:
+    """The service logs go to a file: the terminal belongs to the live view."""
+    import logging
+
+    import structlog
+
+    handle = path.open("a", encoding="utf-8")
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.JSONRenderer(),
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
+        logger_factory=structlog.PrintLoggerFactory(file=handle),
+        cache_logger_on_first_use=False,
+    )
+    logging.basicConfig(stream=handle, level=logging.WARNING, force=True)
+    return handle
+
+
+def _route_server_logs(handle: IO[str]) -> None:
+    """uvicorn installs its own stderr handlers each time a server starts; send them to the log."""
+    import logging
+
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        logger = logging.getLogger(name)
+        logger.handlers = [logging.StreamHandler(handle)]
+        logger.propagate = False
+
+
+def run_demo(opts: DemoOptions, console: Console) -> DemoResult:
+    from scheduler.ops.connect import consul_client
+    from scheduler.service.config import ServiceConfig
+    from scheduler.service.loop import Service
+    from scheduler.standins.devcluster import DevCluster
+
+    speed = max(opts.speed, 0.1)
+    log_file = opts.log_file or Path(tempfile.gettempdir()) / "llm-scheduler-demo.log"
+    log_handle = _quiet_logs(log_file)
+    live_view = console.is_terminal if opts.live is None else opts.live
+    dash, metrics, stats = DashboardObserver(), MetricsObserver(), DemoStats()
+    kv = KVLayout(DEMO_PREFIX)
+    lines: list[str] = []
+    with console.status("starting the Consul and Nomad stand-ins", spinner="dots"):
+        dev = DevCluster(load_delay_s=1.0 / speed).start()
+    try:
+        client = consul_client(dev.consul_url)
+        _seed(client, kv, speed)
+        demand = DemandWriter(client, kv)
+        demand.write(trace.demand_at(0.0))
+        config = ServiceConfig(
+            consul_addr=dev.consul_url, nomad_addr=dev.nomad_url, kv_prefix=DEMO_PREFIX,
+            pass_interval_s=max(0.5, 2.0 / speed), debounce_s=0.2, watch_wait_s=5.0,
+            session_ttl_s=10, lock_delay_s=0, log_format="json",
+        )  # fmt: skip
+        server = (
+            serve_ops(dash, metrics, port=opts.dashboard_port)
+            if opts.dashboard_port is not None
+            else None
+        )
+        url = server.url if server else None
+        service = Service(config, observers=[dash, metrics, stats])
+        _route_server_logs(log_handle)
+        service.run_in_thread()
+        started = time.monotonic()
+        try:
+            _play(opts, console, live_view, dash, started, demand, url, lines)
+        except KeyboardInterrupt:
+            lines.append("interrupted")
+        finally:
+            with console.status("stopping the scheduler", spinner="dots"):
+                service.stop()
+                if server:
+                    server.stop()
+        seconds = time.monotonic() - started
+        final = dash.state()
+    finally:
+        dev.stop()
+        log_handle.close()
+    gpus_total = int((final.get("totals") or {}).get("gpus", 0))
+    return DemoResult(stats, seconds, gpus_total, final, log_file, url, demand.writes, lines)
+
+
+def _play(
+    opts: DemoOptions, console: Console, live_view: bool, dash: DashboardObserver,
+    started: float, demand: DemandWriter, url: str | None, lines: list[str],
+) -> None:  # fmt: skip
+    from rich.live import Live
+
+    next_plain = 0.0
+
+    def mmss(seconds: float) -> str:
+        return f"{int(seconds) // 60:02d}:{int(seconds) % 60:02d}"
+
+    def clock(elapsed: float) -> str:
+        return f"{mmss(elapsed)}/{mmss(opts.duration_s)}"
+
+    live = Live(console=console, refresh_per_second=4, transient=False) if live_view else None
+    if url and not live:
+        console.print(f"dashboard: {url}/ (while the demo runs)", highlight=False)
+    if live:
+        live.start()
+    try:
+        while True:
+            elapsed = time.monotonic() - started
+            t = min(elapsed / opts.duration_s, 1.0)
+            demand.write(trace.demand_at(t))
+            state = dash.state()
+            if live:
+                live.update(render(state, clock(elapsed), trace.phase(t), url))
+            elif elapsed >= next_plain:
+                line = plain_line(state, clock(elapsed), trace.phase(t))
+                console.print(line, highlight=False, soft_wrap=True)
+                lines.append(line)
+                next_plain += opts.plain_every_s
+            if elapsed >= opts.duration_s:
+                return
+            time.sleep(min(opts.tick_s, max(0.0, opts.duration_s - elapsed)))
+    finally:
+        if live:
+            live.stop()
+
+
+def summary_lines(result: DemoResult) -> list[str]:
+    lines = summary(result.stats, result.seconds, result.gpus_total)
+    lines.append(f"  service log: {result.log_file}")
+    return lines
