@@ -205,3 +205,15 @@ def test_event_stream_replays_from_index_and_heartbeats(standin: NomadStandin) -
     assert events and all(e["Topic"] == "Allocation" for e in events)
     assert all("Job" not in e["Payload"]["Allocation"] for e in events)
     assert {} in frames[1:]  # a heartbeat once nothing more happens
+
+
+def test_python_nomad_event_stream(standin: NomadStandin, client: nomad.Nomad) -> None:
+    stream, stop, events = client.event.stream.get_stream(topic="Job:llm-pn", timeout=10)
+    stream.start()
+    try:
+        time.sleep(0.2)  # let it connect
+        client.jobs.register_job(gpu_job("llm-pn"))
+        frame = events.get(timeout=5)
+        assert frame["Events"][0]["Key"] == "llm-pn"
+    finally:
+        stop.set()
