@@ -26,3 +26,7 @@ for register in REGISTRARS:
 
 def main() -> None:
     app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,5 @@
+"""`python -m scheduler` runs the same command line as `llm-scheduler`."""
+
+from scheduler.cli import main
+
+main()
