@@ -31,7 +31,7 @@ def _format_validation(err: ValidationError, root: str) -> list[str]:
     try:
         from scheduler.core.validate import format_validation_error
     except ImportError:  # the core's formatter is optional; keep a plain one
-        return [f"{root}{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in err.errors()]
+        return [f"{root}: {'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in err.errors()]
     return format_validation_error(err, root=root)
 
 
@@ -93,7 +93,7 @@ def parse(docs: list[Any], kind: Kind) -> list[Model] | list[Quota]:
             parsed.append(cls.model_validate(raw))
         except ValidationError as err:
             label = raw.get("name") if kind == "models" else raw.get("owner")
-            root = f"{where} ({label})." if isinstance(label, str) else f"{where}."
+            root = f"{where} ({label})" if isinstance(label, str) else where
             errors += _format_validation(err, root)
     ident = [p.name if isinstance(p, Model) else p.owner for p in parsed]
     dupes = sorted({i for i in ident if ident.count(i) > 1})
@@ -202,5 +202,5 @@ def read_all(
         try:
             items.append(cls.model_validate(value))
         except ValidationError as err:
-            errors += _format_validation(err, f"{key}: ")
+            errors += _format_validation(err, key)
     return items, errors
