@@ -72,3 +72,32 @@ def test_status_against_a_missing_consul_says_how_to_fix_it(
     code, out = _run("status")
     assert code == 1
     assert "cannot reach Consul at http://127.0.0.1:9: start it or set CONSUL_HTTP_ADDR" in out
+
+
+def test_why_and_dry_run_decide_on_the_live_cluster(
+    consul_kv: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("scheduler.core.decide", reason="the decision core is not in this tree yet")
+    live = "live-test/"
+    monkeypatch.setenv("LLM_SCHEDULER_KV_PREFIX", live)
+    put = consul_kv.kv.put  # type: ignore[attr-defined]
+    huge = {"name": "huge", "owner": "org/a", "class": "critical", "scaling": {"min": 1, "max": 1},
+            "profiles": [{"name": "tp16", "gpus": 16}]}  # fmt: skip
+    small = {"name": "small", "owner": "org/a", "scaling": {"min": 1, "max": 1},
+             "profiles": [{"name": "one", "gpus": 1}]}  # fmt: skip
+    put(live + "models/huge", json.dumps(huge))
+    put(live + "models/small", json.dumps(small))
+
+    result = CliRunner().invoke(app, ["dry-run", "--json"])
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.output)["plan"]
+    starts = [a for a in plan["actions"] if a["op"] == "start"]
+    assert [a["model"] for a in starts] == ["small"]
+    assert plan["models"]["huge"]["pending"]
+
+    result = CliRunner().invoke(app, ["why", "huge", "--json"])
+    assert result.exit_code == 0, result.output
+    why = json.loads(result.output)
+    assert why["source"] == "live decision" and why["pending"] == plan["models"]["huge"]["pending"]
+    result = CliRunner().invoke(app, ["why", "nope"])
+    assert result.exit_code == 1 and "nope is not in the catalog" in result.output
