@@ -173,8 +173,19 @@ class DashboardObserver:
         return None if last is None else time.monotonic() - last
 
 
+MISSING_PAGE = (
+    "<!doctype html><title>llm-scheduler</title><p>The dashboard page is not in this install "
+    "(package data scheduler/ops/web/ is missing); <a href='api/state'>api/state</a> and "
+    "<a href='metrics'>metrics</a> still work.</p>"
+)
+
+
 def _page() -> str:
-    return (resources.files("scheduler.ops") / "web" / "index.html").read_text(encoding="utf-8")
+    try:
+        page = resources.files("scheduler.ops") / "web" / "index.html"
+        return page.read_text(encoding="utf-8")
+    except OSError:  # a wheel built without the page: keep the API up
+        return MISSING_PAGE
 
 
 def create_app(
