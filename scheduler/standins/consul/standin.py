@@ -19,7 +19,7 @@ from scheduler.standins.consul.session_routes import SessionRoutes
 from scheduler.standins.consul.store import CatalogService, ConsulStore
 from scheduler.standins.consul.txn_routes import TxnRoutes
 from scheduler.standins.faults import FaultMiddleware, Faults
-from scheduler.standins.registry import CheckStatus, ServiceInstance
+from scheduler.standins.registry import CheckStatus, ServiceInstance, ServiceRegistry
 from scheduler.standins.runner import RunningServer, serve_in_thread
 
 Endpoint = Callable[[Request], Awaitable[Response]]
@@ -35,7 +35,7 @@ def _answer_errors(endpoint: Endpoint) -> Endpoint:
     return wrapped
 
 
-class ConsulStandin:
+class ConsulStandin(ServiceRegistry):
     """An in-memory Consul agent + server that py-consul and httpx talk to over HTTP.
 
     Implements scheduler.standins.registry.ServiceRegistry; all methods are thread-safe.
