@@ -95,10 +95,13 @@ def render(state: dict[str, Any], clock: str, phase: str, dashboard_url: str | N
                 for s in gpu["mig"]:
                     cells.append_text(_cell(s["holder"], s["state"], colour, "▪"))
                 cells.append("] ")
+            elif not gpu["healthy"] and gpu["holder"] is None:
+                cells.append("××", style="bold red")
             else:
                 cells.append_text(_cell(gpu["holder"], gpu["state"], colour, "██"))
                 cells.append(" ")
-        fleet.add_row(node["name"], cells)
+        name = node["name"] + ("" if node["eligible"] else " (ineligible)")
+        fleet.add_row(name, cells)
     models = Table(box=None, header_style="bold", pad_edge=False)
     for col in ("model", "class", "live/desired"):
         models.add_column(col, no_wrap=True)
