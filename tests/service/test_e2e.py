@@ -82,6 +82,7 @@ def test_critical_model_preempts_opportunistic_replicas(
     put(cluster, LAYOUT.model_key("filler"), filler)
     put(cluster, LAYOUT.demand_key("filler"), {"inflight": 10})
     wait_for(lambda: len(our_jobs(cluster, "filler")) == 2, what="two filler jobs")
+    before = {j["ID"] for j in our_jobs(cluster, "filler")}
     vip = model_value(
         [{"name": "tp4", "gpus": 4, "gpu_models": ["H100"]}],
         **{"class": "critical", "scaling": {"min": 1, "max": 1, "target_per_replica": 10}},
@@ -89,9 +90,15 @@ def test_critical_model_preempts_opportunistic_replicas(
     put(cluster, LAYOUT.model_key("vip"), vip)
     put(cluster, LAYOUT.demand_key("vip"), {"inflight": 1})
     wait_for(lambda: our_jobs(cluster, "vip"), timeout=10, what="the critical job")
-    assert len(our_jobs(cluster, "filler")) == 1
-    stopped = [j for j in our_jobs(cluster, "filler", live_only=False) if j.get("Stop")]
-    assert stopped, "the victim was really deregistered"
+    remaining = {j["ID"] for j in our_jobs(cluster, "filler")}
+    assert len(remaining) == 1 and remaining < before
+    [victim] = before - remaining
+    # Really stopped: deregistered (then purged once its allocation is gone), no live alloc.
+    assert not [
+        a
+        for a in cluster.nomad.allocations(victim)
+        if a["ClientStatus"] == "running" and a["DesiredStatus"] == "run"
+    ]
 
 
 def test_mig_model_runs_on_a_mig_slice(cluster: DevCluster, service: Service) -> None:
@@ -181,3 +188,30 @@ def test_bad_kv_value_is_a_status_error_and_others_go_on(
     )
     assert any("quotas/org/x: owner" in e for e in errors)
     assert service.passes > 0 and service.last_read_error is None
+
+
+def test_unreadable_nomad_means_nothing_destructive() -> None:
+    import time
+
+    from e2e_helpers import FAST_SETTINGS, small_fleet
+
+    from scheduler.standins.faults import Faults
+
+    faults = Faults(seed=1)
+    with DevCluster(fleet=small_fleet(), load_delay_s=0.05, faults=faults) as dc:
+        put(dc, LAYOUT.settings, FAST_SETTINGS)
+        put(dc, LAYOUT.model_key("llama"), model_value([{"name": "tp1", "gpus": 1}]))
+        put(dc, LAYOUT.demand_key("llama"), {"inflight": 5})
+        svc = Service(service_config(dc))
+        svc.run_in_thread()
+        try:
+            wait_for(lambda: our_jobs(dc, "llama"), what="a job")
+            faults.set("/v1/allocations", error_rate=1.0)  # Nomad half-readable
+            put(dc, LAYOUT.demand_key("llama"), {"inflight": 0})
+            wait_for(lambda: svc.last_read_error, what="the read failure to be seen")
+            time.sleep(1.0)
+            assert our_jobs(dc, "llama"), "stopped a replica on partial data"
+            faults.clear()
+            wait_for(lambda: not our_jobs(dc, "llama"), what="the stop once Nomad reads again")
+        finally:
+            svc.stop()
