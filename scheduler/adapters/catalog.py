@@ -16,17 +16,14 @@ from pydantic import BaseModel, ValidationError
 
 from scheduler.adapters.kv_layout import KVLayout
 from scheduler.core.models import OWNER_PATTERN, Demand, Model, Quota, Settings
+from scheduler.core.validate import format_validation_error
 
 GENERAL = "_errors"
 T = TypeVar("T", bound=BaseModel)
 
 
 def validation_lines(err: ValidationError, key: str) -> list[str]:
-    lines = []
-    for item in err.errors():
-        loc = ".".join(str(p) for p in item["loc"])
-        lines.append(f"{key}: {loc}: {item['msg']}" if loc else f"{key}: {item['msg']}")
-    return lines
+    return format_validation_error(err, root=key)
 
 
 @dataclass
