@@ -215,3 +215,19 @@ def test_unreadable_nomad_means_nothing_destructive() -> None:
             wait_for(lambda: not our_jobs(dc, "llama"), what="the stop once Nomad reads again")
         finally:
             svc.stop()
+
+
+def test_model_turned_invalid_keeps_its_replicas(cluster: DevCluster, service: Service) -> None:
+    import time
+
+    put(cluster, LAYOUT.model_key("llama"), model_value([{"name": "tp1", "gpus": 1}]))
+    put(cluster, LAYOUT.demand_key("llama"), {"inflight": 5})
+    wait_for(lambda: our_jobs(cluster, "llama"), what="a job")
+    put(cluster, LAYOUT.model_key("llama"), '{"owner": 7')  # broken JSON
+    put(cluster, LAYOUT.demand_key("llama"), {"inflight": 0})  # would scale it to zero
+    wait_for(
+        lambda: "not valid JSON" in ((status(cluster, "llama") or {}).get("last_error") or ""),
+        what="the error in the model's status",
+    )
+    time.sleep(0.8)
+    assert our_jobs(cluster, "llama"), "a replica was stopped because its model went bad"
