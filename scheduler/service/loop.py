@@ -4,6 +4,17 @@ service = Service(ServiceConfig(), observers=[metrics])
 thread = service.run_in_thread()
 ...
 service.stop()
+
+Safety rules (what the service does when its inputs are bad or missing):
+- Nomad, Consul or the demand source unreadable: the pass ends before deciding; no start,
+  no stop, no status write, until a full read succeeds (ReadFailed).
+- A model whose KV value (or demand value) turns invalid is "frozen": the last good value this
+  process saw stands in for it, its replicas are never stopped, and the error goes to its
+  status key. After a restart with no good value seen, its replicas are still kept.
+  Deleting the key (not breaking it) is how an operator retires a model.
+- A quota that turns invalid keeps its last good value; with none, no model under that
+  owner path is started. Bad settings keep the last good settings (defaults at first).
+- Only jobs with Meta llm_scheduler_model are ever stopped or purged.
 """
 
 from __future__ import annotations
