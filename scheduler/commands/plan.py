@@ -11,4 +11,31 @@ def register(app: typer.Typer) -> None:
         snapshot: str = typer.Option(..., "--snapshot", help="snapshot JSON file, or - for stdin"),
     ) -> None:
         """Print the plan the decision core makes for a snapshot."""
-        raise typer.Exit(code=1)
+        import json
+        import sys
+        from pathlib import Path
+
+        from scheduler.core.decide import decide
+        from scheduler.core.models import to_json
+        from scheduler.core.validate import SnapshotError, parse_snapshot
+
+        try:
+            text = sys.stdin.read() if snapshot == "-" else Path(snapshot).read_text()
+        except OSError as err:
+            typer.echo(f"snapshot: cannot read {snapshot}: {err.strerror}", err=True)
+            raise typer.Exit(code=2) from None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as err:
+            typer.echo(
+                f"snapshot: invalid JSON at line {err.lineno} column {err.colno}: {err.msg}",
+                err=True,
+            )
+            raise typer.Exit(code=2) from None
+        try:
+            snap = parse_snapshot(data)
+        except SnapshotError as err:
+            for line in err.problems:
+                typer.echo(line, err=True)
+            raise typer.Exit(code=2) from None
+        typer.echo(to_json(decide(snap)))

@@ -1,0 +1,111 @@
+"""One pass: snapshot in, plan out (scaling, scale-down, placement). Preemption: not yet."""
+
+from __future__ import annotations
+
+import hashlib
+
+from scheduler.core.inventory import Inventory
+from scheduler.core.models import (
+    CLASS_RANK,
+    Hold,
+    ModelStatus,
+    Plan,
+    ProfileTrial,
+    Replica,
+    Snapshot,
+    StartAction,
+    StopAction,
+)
+from scheduler.core.placement import commit, place
+from scheduler.core.plugins import Plugins, default_filters, default_scorers
+from scheduler.core.scaling import desired_replicas
+
+
+def _new_id(model: str, now: str, taken: set[str]) -> str:
+    n = 0
+    while True:
+        rid = "r-" + hashlib.sha256(f"{model}|{now}|{n}".encode()).hexdigest()[:10]
+        n += 1
+        if rid not in taken:
+            taken.add(rid)
+            return rid
+
+
+def decide(snapshot: Snapshot, plugins: Plugins | None = None) -> Plan:
+    extra = plugins or Plugins()
+    filters = default_filters() + list(extra.filters)
+    scorers = default_scorers() + list(extra.scorers)
+    inv = Inventory.build(snapshot)
+    now = snapshot.now
+    now_s = now.isoformat()
+    reps_by_model: dict[str, list[Replica]] = {}
+    for r in snapshot.replicas:
+        reps_by_model.setdefault(r.model, []).append(r)
+    desired: dict[str, int] = {}
+    live: dict[str, int] = {}
+    for m in snapshot.models:
+        reps = reps_by_model.get(m.name, [])
+        desired[m.name] = desired_replicas(
+            m, snapshot.demand.get(m.name), reps, now, snapshot.settings.eviction_grace_s
+        )
+        live[m.name] = sum(1 for r in reps if r.counts)
+    holds: dict[str, Hold] = {}
+    for name, h in sorted(snapshot.holds.items()):
+        if now < h.until and h.for_ in desired and live[h.for_] < desired[h.for_]:
+            holds[name] = h
+    taken_ids = {r.id for r in snapshot.replicas}
+    stops: list[StopAction] = []
+    starts: list[StartAction] = []
+    statuses: dict[str, ModelStatus] = {}
+    order = sorted(
+        snapshot.models,
+        key=lambda m: (-CLASS_RANK[m.class_], live[m.name] >= m.scaling.min, m.name),
+    )
+    for m in order:
+        want, have = desired[m.name], live[m.name]
+        pending: str | None = None
+        tried: list[ProfileTrial] = []
+        if have > want:
+            reps = sorted(
+                (r for r in reps_by_model.get(m.name, []) if r.counts),
+                key=lambda r: (r.created_at, r.id),
+                reverse=True,
+            )
+            for r in reps[: have - want]:
+                stops.append(
+                    StopAction(
+                        replica=r.id,
+                        model=m.name,
+                        reason=f"scale down: {have} live, {want} desired",
+                    )
+                )
+        elif have < want:
+            if m.name in holds:
+                h = holds[m.name]
+                pending = f"held until {h.until.isoformat()} after yielding to {h.for_}"
+            else:
+                placed = 0
+                while have + placed < want:
+                    out = place(m, inv, filters, scorers)
+                    if out.placement is None:
+                        pending = "; ".join(out.notes)
+                        tried = out.trials
+                        break
+                    commit(m, out.placement, inv)
+                    placed += 1
+                    starts.append(
+                        StartAction(
+                            model=m.name,
+                            profile=out.placement.profile.name,
+                            replica=_new_id(m.name, now_s, taken_ids),
+                            shards=out.placement.shards,
+                            reason=f"scale up: {have + placed} of {want} replicas",
+                        )
+                    )
+        statuses[m.name] = ModelStatus(desired=want, live=have, pending=pending, tried=tried)
+    stops.sort(key=lambda a: a.replica)
+    return Plan(
+        actions=[*stops, *starts],
+        models=dict(sorted(statuses.items())),
+        holds=holds,
+    )

@@ -1,0 +1,217 @@
+"""Placement plugins, in the manner of Nomad's feasibility/rank chain and the k8s framework.
+
+A filter says why a node cannot hold one shard (or None when it can); it may narrow the
+devices still in the running (`choice.gpus`). A scorer ranks a node with its chosen devices;
+higher is better. Extra plugins are passed to `decide(snapshot, plugins)`; loading them from
+entry points is an adapter's job, never the core's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from scheduler.core.inventory import NodeState
+from scheduler.core.models import GPU, MigSlice, Model, Profile
+
+
+@dataclass
+class PlaceContext:
+    model: Model
+    profile: Profile
+
+
+@dataclass
+class Choice:
+    """Devices still in the running on one node, narrowed by filters, then picked."""
+
+    gpus: list[GPU]
+    slice: MigSlice | None = None
+    picked: list[str] = field(default_factory=list)
+
+
+class Filter(Protocol):
+    name: str
+
+    def filter(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> str | None: ...
+
+
+class Scorer(Protocol):
+    name: str
+
+    def score(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> float: ...
+
+
+@dataclass
+class Plugins:
+    """Extra plugins run after the built-in ones."""
+
+    filters: list[Filter] = field(default_factory=list)
+    scorers: list[Scorer] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------- filters
+
+
+class NodeEligible:
+    name = "eligibility"
+
+    def filter(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> str | None:
+        return None if node.node.eligible else "not eligible"
+
+
+class DeviceHealth:
+    name = "device-health"
+
+    def filter(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> str | None:
+        if node.node.gpus and all(
+            not g.healthy or (g.mig is not None and not any(s.healthy for s in g.mig))
+            for g in node.node.gpus
+        ):
+            return "no healthy devices"
+        return None
+
+
+class NodeResources:
+    name = "node-resources"
+
+    def filter(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> str | None:
+        if node.free_cpu + 1e-9 < ctx.profile.cpu_cores:
+            return "too few free CPU cores"
+        if node.free_mem + 1e-9 < ctx.profile.memory_gb:
+            return "too little free memory"
+        return None
+
+
+class GPUModelMatch:
+    name = "gpu-model"
+
+    def filter(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> str | None:
+        wanted = ctx.profile.gpu_models
+        if ctx.profile.is_mig or not wanted:
+            return None
+        choice.gpus = [g for g in choice.gpus if any(w in g.model for w in wanted)]
+        if not choice.gpus and not any(
+            any(w in g.model for w in wanted) for g in node.node.gpus if g.mig is None
+        ):
+            return "no matching GPU model"
+        return None
+
+
+class GPUMemory:
+    name = "gpu-memory"
+
+    def filter(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> str | None:
+        need = ctx.profile.gpu_memory_gb
+        if ctx.profile.is_mig or need is None:
+            return None
+        before = len(choice.gpus)
+        choice.gpus = [g for g in choice.gpus if g.memory_gb + 1e-9 >= need]
+        if before >= ctx.profile.gpus > len(choice.gpus):
+            return "too little GPU memory"
+        return None
+
+
+class GPUCount:
+    name = "gpu-count"
+
+    def filter(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> str | None:
+        if ctx.profile.is_mig:
+            return None
+        return "too few free GPUs" if len(choice.gpus) < ctx.profile.gpus else None
+
+
+class MigProfile:
+    name = "mig-profile"
+
+    def filter(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> str | None:
+        prof = ctx.profile.mig_profile
+        if prof is None:
+            return None
+        free = node.free_slices.get(prof)
+        if not free:
+            return f"no free {prof} slice"
+        choice.slice = free[0]
+        return None
+
+
+def default_filters() -> list[Filter]:
+    return [
+        NodeEligible(),
+        DeviceHealth(),
+        NodeResources(),
+        MigProfile(),
+        GPUModelMatch(),
+        GPUMemory(),
+        GPUCount(),
+    ]
+
+
+# ---------------------------------------------------------------- choosing devices
+
+
+def pick_gpus(gpus: list[GPU], k: int) -> list[GPU]:
+    """k GPUs, preferring a set that are each other's NVLink peers (greedy from each start)."""
+    if k >= len(gpus):
+        return list(gpus)
+    if k == 1:
+        return [gpus[0]]
+    ids = {g.id for g in gpus}
+    peers = {g.id: set(g.nvlink_peers) & ids for g in gpus}
+    best: list[GPU] = []
+    best_links = -1
+    for start in gpus:
+        chosen = [start]
+        chosen_ids = {start.id}
+        while len(chosen) < k:
+            nxt = max(
+                (g for g in gpus if g.id not in chosen_ids),
+                key=lambda g: (len(peers[g.id] & chosen_ids), -gpus.index(g)),
+            )
+            chosen.append(nxt)
+            chosen_ids.add(nxt.id)
+        links = sum(len(peers[g.id] & chosen_ids) for g in chosen)
+        if links > best_links:
+            best, best_links = chosen, links
+        if links == k * (k - 1):
+            break
+    return sorted(best, key=lambda g: g.id)
+
+
+# ---------------------------------------------------------------- scorers
+
+
+class BinPacking:
+    """Fill nodes already in use before empty ones: keeps whole nodes free for big shards."""
+
+    name = "bin-packing"
+
+    def score(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> float:
+        if node.total_units == 0:
+            return 0.0
+        return (node.used_units + len(choice.picked)) / node.total_units
+
+
+class NVLinkLocality:
+    name = "nvlink-locality"
+
+    def score(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> float:
+        k = len(choice.picked)
+        if k < 2:
+            return 0.0
+        picked = set(choice.picked)
+        links = sum(len(set(g.nvlink_peers) & picked) for g in node.node.gpus if g.id in picked)
+        return links / (k * (k - 1))
+
+
+class SpreadReplicas:
+    """One replica of a model per node where possible, so one node's loss costs one replica."""
+
+    name = "spread"
+
+    def score(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> float:
+        return -float(node.per_model.get(ctx.model.name, 0))
+
+
+def default_scorers() -> list[Scorer]:
+    return [BinPacking(), NVLinkLocality(), SpreadReplicas()]
