@@ -88,3 +88,35 @@ def test_cli_exit_2_on_bad_snapshot(tmp_path: Any) -> None:
     result = CliRunner().invoke(app, ["plan", "--snapshot", str(path)])
     assert result.exit_code == 2
     assert "models[0].class" in result.output
+
+
+def test_mig_slice_and_quota_limit() -> None:
+    node = {
+        "id": "m1",
+        "name": "m",
+        "cpu_cores": 32,
+        "memory_gb": 256,
+        "gpus": [
+            {
+                "id": "G0",
+                "model": "NVIDIA A100-SXM4-40GB",
+                "memory_gb": 40,
+                "mig": [
+                    {"id": f"MIG-{i}", "profile": "3g.20gb", "memory_gb": 20} for i in range(2)
+                ],
+            }
+        ],
+    }
+    model = {
+        "name": "small",
+        "owner": "org/b",
+        "scaling": {"min": 2, "max": 2},
+        "profiles": [{"name": "mig", "mig_profile": "3g.20gb"}],
+    }
+    data = _snap(
+        nodes=[node], models=[model], demand={}, quotas=[{"owner": "org", "limit": {"gpus": 0.5}}]
+    )
+    plan = decide(parse_snapshot(data))
+    starts = [a for a in plan.actions if isinstance(a, StartAction)]
+    assert [s.shards[0].gpus for s in starts] == [["MIG-0"]]
+    assert "quota limit of org reached" in (plan.models["small"].pending or "")
