@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 if TYPE_CHECKING:
+    from scheduler.core.plugins import Plugins
     from scheduler.demand import DemandSource
     from scheduler.service.config import ServiceConfig
 
@@ -37,10 +38,18 @@ def load_group(group: str) -> dict[str, Any]:
     return loaded
 
 
-def placement_plugins() -> list[Any] | None:
-    """Filters and scorers from entry points, or None when there are none (the core's defaults)."""
-    found = [*load_group(FILTERS).values(), *load_group(SCORERS).values()]
-    return found or None
+def placement_plugins() -> Plugins | None:
+    """Filters and scorers from entry points (each an object or a class to instantiate), or
+    None when there are none: the core then runs its built-in pipeline alone."""
+    from scheduler.core.plugins import Plugins
+
+    def _instances(group: str) -> list[Any]:
+        return [p() if isinstance(p, type) else p for p in load_group(group).values()]
+
+    filters, scorers = _instances(FILTERS), _instances(SCORERS)
+    if not filters and not scorers:
+        return None
+    return Plugins(filters=filters, scorers=scorers)
 
 
 def demand_source(config: ServiceConfig) -> DemandSource:

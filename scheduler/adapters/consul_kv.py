@@ -46,11 +46,9 @@ def kv_list(
     """A recursive read of `prefix`: (X-Consul-Index, entries); blocking when index > 0."""
     kwargs: dict[str, Any] = {"recurse": True}
     if index > 0 and wait_s:
-        kwargs.update(
-            index=index,
-            wait=f"{int(wait_s)}s",
-            connections_timeout=wait_s + wait_s / 16 + margin_s,
-        )
+        # py-consul's sync client derives its read timeout from `wait` itself (wait + wait/16
+        # + connections_timeout); its `connections_timeout` argument on get() raises TypeError.
+        kwargs.update(index=index, wait=f"{max(1, int(wait_s))}s")
     try:
         idx, entries = client.kv.get(prefix, **kwargs)
     except CONSUL_ERRORS as exc:

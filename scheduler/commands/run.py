@@ -29,14 +29,22 @@ def register(app: typer.Typer) -> None:
         if log_format:
             config = config.model_copy(update={"log_format": log_format})
         configure_logging(config.log_format)
-        service = Service(config)
         if once:
-            plan = service.run_pass()
+            plan = Service(config).run_pass()
             raise typer.Exit(code=0 if plan is not None else 1)
+
+        from scheduler.ops.wiring import start_ops
+
+        # /metrics, /healthz and the dashboard, plus OTLP traces when configured.
+        ops = start_ops(config.listen_addr)
+        service = Service(config, observers=ops.observers)
 
         def _stop(signum: int, frame: FrameType | None) -> None:
             service.stop()
 
         signal.signal(signal.SIGTERM, _stop)
         signal.signal(signal.SIGINT, _stop)
-        service.run()
+        try:
+            service.run()
+        finally:
+            ops.stop()

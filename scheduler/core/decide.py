@@ -1,8 +1,9 @@
-"""One pass: snapshot in, plan out (scaling, scale-down, placement). Preemption: not yet."""
+"""One pass: snapshot in, plan out (scaling, scale-down, placement, preemption)."""
 
 from __future__ import annotations
 
 import hashlib
+from datetime import timedelta
 
 from scheduler.core.inventory import Inventory
 from scheduler.core.models import (
@@ -18,6 +19,7 @@ from scheduler.core.models import (
 )
 from scheduler.core.placement import commit, place
 from scheduler.core.plugins import Plugins, default_filters, default_scorers
+from scheduler.core.preemption import candidates, choose
 from scheduler.core.scaling import desired_replicas
 
 
@@ -57,6 +59,11 @@ def decide(snapshot: Snapshot, plugins: Plugins | None = None) -> Plan:
     stops: list[StopAction] = []
     starts: list[StartAction] = []
     statuses: dict[str, ModelStatus] = {}
+    models_by_name = {m.name: m for m in snapshot.models}
+    settings = snapshot.settings
+    # Replicas stopped for a model and still on their way out: it waits for them (rule 5).
+    awaiting = {r.preempted_for for r in snapshot.replicas if r.preempted_for and not r.counts}
+    spoken_for: set[str] = set()  # replicas this pass already stops
     order = sorted(
         snapshot.models,
         key=lambda m: (-CLASS_RANK[m.class_], live[m.name] >= m.scaling.min, m.name),
@@ -72,6 +79,7 @@ def decide(snapshot: Snapshot, plugins: Plugins | None = None) -> Plan:
                 reverse=True,
             )
             for r in reps[: have - want]:
+                spoken_for.add(r.id)
                 stops.append(
                     StopAction(
                         replica=r.id,
@@ -83,6 +91,8 @@ def decide(snapshot: Snapshot, plugins: Plugins | None = None) -> Plan:
             if m.name in holds:
                 h = holds[m.name]
                 pending = f"held until {h.until.isoformat()} after yielding to {h.for_}"
+            elif m.name in awaiting:
+                pending = "waiting for preempted replicas to stop"
             else:
                 placed = 0
                 while have + placed < want:
@@ -90,6 +100,26 @@ def decide(snapshot: Snapshot, plugins: Plugins | None = None) -> Plan:
                     if out.placement is None:
                         pending = "; ".join(out.notes)
                         tried = out.trials
+                        cands = candidates(m, snapshot, models_by_name, inv, live, spoken_for)
+                        chosen = choose(m, cands, inv, settings.max_victims, filters, scorers)
+                        for v in chosen:
+                            spoken_for.add(v.replica.id)
+                            stops.append(
+                                StopAction(
+                                    replica=v.replica.id,
+                                    model=v.model.name,
+                                    reason=f"preempted for {m.name}",
+                                    preempted_for=m.name,
+                                )
+                            )
+                            holds[v.model.name] = Hold.model_validate(
+                                {
+                                    "until": now + timedelta(seconds=settings.preempt_hold_s),
+                                    "for": m.name,
+                                }
+                            )
+                        if chosen:
+                            pending = "waiting for preempted replicas to stop"
                         break
                     commit(m, out.placement, inv)
                     placed += 1

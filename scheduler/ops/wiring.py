@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from scheduler.ops.dashboard import DashboardObserver, parse_listen, serve_ops
 from scheduler.ops.metrics import MetricsObserver
 from scheduler.ops.tracing import setup_tracing
+from scheduler.service.observer import PassObserver
 from scheduler.standins.runner import RunningServer
 
 
@@ -23,7 +24,7 @@ class Ops:
     dashboard: DashboardObserver
     metrics: MetricsObserver
     server: RunningServer | None
-    observers: list[object] = field(default_factory=list)
+    observers: list[PassObserver] = field(default_factory=list)
 
     def stop(self) -> None:
         if self.server is not None:

@@ -16,12 +16,9 @@ from e2e_helpers import (
     wait_for,
 )
 
-from scheduler.standins.devcluster import DevCluster
-
 # The decision core (scheduler.core.decide) lands separately; until then this module skips.
-pytest.importorskip("scheduler.core.decide")
-
 from scheduler.service.loop import Service
+from scheduler.standins.devcluster import DevCluster
 
 
 @pytest.fixture
