@@ -104,6 +104,21 @@ def _quiet_logs(path: Path) -> IO[str]:
     return handle
 
 
+def _restore_logs() -> None:
+    """Give logging back before the file closes: anything still running in this process (an
+    embedding test, a second demo) must not write to a closed file."""
+    import logging
+
+    import structlog
+
+    structlog.reset_defaults()
+    logging.basicConfig(level=logging.WARNING, force=True)
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        logger = logging.getLogger(name)
+        logger.handlers = []
+        logger.propagate = True
+
+
 def _route_server_logs(handle: IO[str]) -> None:
     """uvicorn installs its own stderr handlers each time a server starts; send them to the log."""
     import logging
@@ -162,6 +177,7 @@ def run_demo(opts: DemoOptions, console: Console) -> DemoResult:
         final = dash.state()
     finally:
         dev.stop()
+        _restore_logs()
         log_handle.close()
     gpus_total = int((final.get("totals") or {}).get("gpus", 0))
     return DemoResult(stats, seconds, gpus_total, final, log_file, url, demand.writes, lines)

@@ -40,7 +40,7 @@ def small_fleet() -> list[Node]:
     ]
 
 
-def wait_for(pred: Callable[[], Any], timeout: float = 8.0, what: str = "condition") -> Any:
+def wait_for(pred: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = pred()
