@@ -6,6 +6,7 @@ import hashlib
 from datetime import timedelta
 
 from scheduler.core.inventory import Inventory
+from scheduler.core.mig_advice import mig_advice
 from scheduler.core.models import (
     CLASS_RANK,
     Hold,
@@ -134,8 +135,10 @@ def decide(snapshot: Snapshot, plugins: Plugins | None = None) -> Plan:
                     )
         statuses[m.name] = ModelStatus(desired=want, live=have, pending=pending, tried=tried)
     stops.sort(key=lambda a: a.replica)
-    return Plan(
+    plan = Plan(
         actions=[*stops, *starts],
         models=dict(sorted(statuses.items())),
         holds=holds,
     )
+    # Pending MIG demand a drained MIG GPU could serve if re-partitioned: advice, never an action.
+    return plan.model_copy(update={"advice": mig_advice(snapshot, plan)})

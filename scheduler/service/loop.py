@@ -244,7 +244,11 @@ class Service:
         general = view.catalog.errors.get(GENERAL, []) + view.warnings
         self.status.write(
             self.layout.status_errors,
-            {"errors": general, "last_error": general[-1] if general else None},
+            {
+                "errors": general,
+                "last_error": general[-1] if general else None,
+                "advice": list(plan.advice),
+            },
             stamp,
         )
         live = {r.id for r in view.snapshot.replicas}

@@ -1,0 +1,116 @@
+"""Preemption rules of DESIGN.md section 6, one snapshot per rule."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scheduler.core.decide import decide
+from scheduler.core.models import Snapshot, StopAction
+
+NOW = "2026-12-02T10:00:00Z"
+LONG_AGO = "2026-12-02T08:00:00Z"
+
+
+def _snapshot(
+    models: list[dict[str, Any]], replicas: list[dict[str, Any]], **extra: Any
+) -> Snapshot:
+    gpus = [{"id": f"GPU-{i}", "model": "NVIDIA H100 80GB HBM3", "memory_gb": 80} for i in range(4)]
+    return Snapshot.model_validate(
+        {
+            "now": NOW,
+            "nodes": [{"id": "n1", "name": "n1", "cpu_cores": 64, "memory_gb": 512, "gpus": gpus}],
+            "models": models,
+            "replicas": replicas,
+            # Every model is busy, so no stop below is a plain scale-down.
+            "demand": {m["name"]: {"inflight": 10} for m in models},
+            **extra,
+        }
+    )
+
+
+def _model(name: str, cls: str, lo: int, owner: str = "org/a") -> dict[str, Any]:
+    return {
+        "name": name,
+        "owner": owner,
+        "class": cls,
+        "scaling": {"min": lo, "max": 1},
+        "profiles": [{"name": "tp4", "gpus": 4}],
+    }
+
+
+def _replica(rid: str, model: str, ready: str = LONG_AGO, **extra: Any) -> dict[str, Any]:
+    return {
+        "id": rid,
+        "model": model,
+        "profile": "tp4",
+        "state": "running",
+        "created_at": LONG_AGO,
+        "ready_at": ready,
+        "shards": [{"node": "n1", "gpus": ["GPU-0", "GPU-1", "GPU-2", "GPU-3"]}],
+        **extra,
+    }
+
+
+def _stops(snap: Snapshot) -> list[StopAction]:
+    return [a for a in decide(snap).actions if isinstance(a, StopAction)]
+
+
+def test_a_lower_class_gives_way_and_its_model_is_held() -> None:
+    snap = _snapshot(
+        [_model("chat", "critical", 1), _model("batch", "opportunistic", 0)],
+        [_replica("r-b", "batch")],
+    )
+    plan = decide(snap)
+    stops = [a for a in plan.actions if isinstance(a, StopAction)]
+    assert [(s.replica, s.preempted_for) for s in stops] == [("r-b", "chat")]
+    assert plan.holds["batch"].for_ == "chat"
+    assert plan.models["chat"].pending == "waiting for preempted replicas to stop"
+    # No start on room that is still held by the victim.
+    assert not [a for a in plan.actions if a.op == "start"]
+
+
+def test_a_critical_minimum_is_never_taken() -> None:
+    snap = _snapshot(
+        [_model("chat", "critical", 1), _model("other", "critical", 1)],
+        [_replica("r-o", "other")],
+    )
+    assert _stops(snap) == []
+
+
+def test_a_replica_inside_its_min_lifetime_is_spared() -> None:
+    snap = _snapshot(
+        [_model("chat", "critical", 1), _model("batch", "opportunistic", 0)],
+        [_replica("r-b", "batch", ready="2026-12-02T09:59:00Z")],
+    )
+    assert _stops(snap) == []
+
+
+def test_no_more_stops_while_victims_are_on_their_way_out() -> None:
+    snap = _snapshot(
+        [_model("chat", "critical", 1), _model("batch", "opportunistic", 0)],
+        [_replica("r-b", "batch", state="stopping", preempted_for="chat")],
+    )
+    plan = decide(snap)
+    assert _stops(snap) == []
+    assert plan.models["chat"].pending == "waiting for preempted replicas to stop"
+
+
+def test_a_replica_within_its_owners_guarantee_is_kept_from_another_owner() -> None:
+    snap = _snapshot(
+        [
+            _model("chat", "critical", 1, owner="org/a"),
+            _model("batch", "opportunistic", 0, owner="org/b"),
+        ],
+        [_replica("r-b", "batch")],
+        quotas=[{"owner": "org/b", "guarantee": {"gpus": 4}}],
+    )
+    assert _stops(snap) == []
+
+
+def test_max_victims_zero_disables_preemption() -> None:
+    snap = _snapshot(
+        [_model("chat", "critical", 1), _model("batch", "opportunistic", 0)],
+        [_replica("r-b", "batch")],
+        settings={"max_victims": 0},
+    )
+    assert _stops(snap) == []
