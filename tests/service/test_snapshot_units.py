@@ -19,9 +19,18 @@ from scheduler.adapters.nomad_nodes import gpus_from_devices, node_from_nomad
 from scheduler.core.models import GPU, MigSlice, Model, Node, Shard, StartAction
 from scheduler.service.watch import Backoff, next_index
 
-FIXTURES = Path("/work/shared/fixtures/nomad")
-if not FIXTURES.exists():
-    FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "nomad"
+# shared/ lies beside the checkout (CI lays a copy there); /work/shared is the workplace mount.
+FIXTURES = next(
+    (
+        p
+        for p in (
+            Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "nomad",
+            Path("/work/shared/fixtures/nomad"),
+        )
+        if p.exists()
+    ),
+    Path("/work/shared/fixtures/nomad"),
+)
 NOW = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)
 LAYOUT = KVLayout()
 

@@ -6,7 +6,18 @@ import json
 from pathlib import Path
 from typing import Any
 
-FIXTURES = Path("/work/shared/fixtures/consul")
+# shared/ lies beside the checkout (CI lays a copy there); /work/shared is the workplace mount.
+FIXTURES = next(
+    (
+        p
+        for p in (
+            Path(__file__).resolve().parents[3].parent / "shared" / "fixtures" / "consul",
+            Path("/work/shared/fixtures/consul"),
+        )
+        if p.exists()
+    ),
+    Path("/work/shared/fixtures/consul"),
+)
 
 
 def fixture(name: str) -> Any:

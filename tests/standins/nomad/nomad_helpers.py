@@ -13,9 +13,18 @@ import nomad
 from scheduler.core.models import Node
 from scheduler.standins.registry import CheckStatus, ServiceInstance
 
-FIXTURES = Path("/work/shared/fixtures/nomad")
-if not FIXTURES.exists():  # the repo's own copy, when the shared folder is not mounted
-    FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "nomad"
+# shared/ lies beside the checkout (CI lays a copy there); /work/shared is the workplace mount.
+FIXTURES = next(
+    (
+        p
+        for p in (
+            Path(__file__).resolve().parents[3].parent / "shared" / "fixtures" / "nomad",
+            Path("/work/shared/fixtures/nomad"),
+        )
+        if p.exists()
+    ),
+    Path("/work/shared/fixtures/nomad"),
+)
 
 
 def fixture(name: str) -> Any:
