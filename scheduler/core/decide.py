@@ -20,7 +20,7 @@ from scheduler.core.models import (
 )
 from scheduler.core.placement import commit, place
 from scheduler.core.plugins import Plugins, default_filters, default_scorers
-from scheduler.core.preemption import candidates, choose
+from scheduler.core.preemption import borrowed_replicas, candidates, choose
 from scheduler.core.scaling import desired_replicas
 
 
@@ -65,6 +65,7 @@ def decide(snapshot: Snapshot, plugins: Plugins | None = None) -> Plan:
     # Replicas stopped for a model and still on their way out: it waits for them (rule 5).
     awaiting = {r.preempted_for for r in snapshot.replicas if r.preempted_for and not r.counts}
     spoken_for: set[str] = set()  # replicas this pass already stops
+    borrowed: set[str] | None = None  # computed on the first preemption attempt only
     order = sorted(
         snapshot.models,
         key=lambda m: (-CLASS_RANK[m.class_], live[m.name] >= m.scaling.min, m.name),
@@ -101,7 +102,11 @@ def decide(snapshot: Snapshot, plugins: Plugins | None = None) -> Plan:
                     if out.placement is None:
                         pending = "; ".join(out.notes)
                         tried = out.trials
-                        cands = candidates(m, snapshot, models_by_name, inv, live, spoken_for)
+                        if borrowed is None:
+                            borrowed = borrowed_replicas(snapshot, models_by_name)
+                        cands = candidates(
+                            m, snapshot, models_by_name, inv, live, spoken_for, borrowed
+                        )
                         chosen = choose(m, cands, inv, settings.max_victims, filters, scorers)
                         for v in chosen:
                             spoken_for.add(v.replica.id)

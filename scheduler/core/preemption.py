@@ -41,8 +41,10 @@ def _within(have: Vec, cap: Vec) -> bool:
     return all(h <= c + 1e-9 for h, c in zip(have, cap, strict=True))
 
 
-def _borrowed(snapshot: Snapshot, models: dict[str, Model], quotas: dict[str, Quota]) -> set[str]:
-    """Replicas held past their owner's guarantee: per guaranteed prefix, the newest beyond it."""
+def borrowed_replicas(snapshot: Snapshot, models: dict[str, Model]) -> set[str]:
+    """Replicas held past their owner's guarantee: per guaranteed prefix, the newest beyond it.
+    Fixed for a whole pass (stops take effect only once Nomad reports them), so computed once."""
+    quotas = {q.owner: q for q in snapshot.quotas}
     by_prefix: dict[str, list[tuple[Replica, Vec]]] = {}
     borrowed: set[str] = set()
     for r in snapshot.replicas:
@@ -74,13 +76,13 @@ def candidates(
     inv: Inventory,
     live: dict[str, int],
     excluded: set[str],
+    borrowed: set[str],
 ) -> list[Victim]:
     now: datetime = snapshot.now
     settings = snapshot.settings
     quotas = {q.owner: q for q in snapshot.quotas}
     my_rank = CLASS_RANK[m.class_]
     below_min = live.get(m.name, 0) < m.scaling.min
-    borrowed = _borrowed(snapshot, models, quotas)
     mine = _guarantee_of(m.owner, quotas)
     reclaim = False
     if mine is not None:
