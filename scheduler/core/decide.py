@@ -5,11 +5,13 @@ from __future__ import annotations
 import hashlib
 from datetime import timedelta
 
-from scheduler.core.inventory import Inventory
+from scheduler.core.inventory import Inventory, profile_need
 from scheduler.core.mig_advice import mig_advice
 from scheduler.core.models import (
     CLASS_RANK,
+    Demand,
     Hold,
+    Model,
     ModelStatus,
     Plan,
     ProfileTrial,
@@ -17,10 +19,11 @@ from scheduler.core.models import (
     Snapshot,
     StartAction,
     StopAction,
+    rfc3339,
 )
-from scheduler.core.placement import commit, place
+from scheduler.core.placement import Placer, commit
 from scheduler.core.plugins import Plugins, default_filters, default_scorers
-from scheduler.core.preemption import borrowed_replicas, candidates, choose
+from scheduler.core.preemption import VictimPool, borrowed_replicas, choose
 from scheduler.core.scaling import desired_replicas
 
 
@@ -34,10 +37,26 @@ def _new_id(model: str, now: str, taken: set[str]) -> str:
             return rid
 
 
+def _order_key(m: Model, live: int) -> tuple[int, bool, float, str]:
+    """Higher classes first, then models below their minimum; within that the larger replica
+    first (first-fit decreasing: small ones fill the gaps big ones leave, not the reverse)."""
+    return (-CLASS_RANK[m.class_], live >= m.scaling.min, -profile_need(m.profiles[0])[0], m.name)
+
+
+def _start_reason(m: Model, demand: Demand | None, count: int, want: int) -> str:
+    load = demand.inflight + demand.queued if demand is not None else 0
+    why = f"{load} requests" if load else f"minimum {m.scaling.min}"
+    return f"scale up: {why}, {count} of {want} replicas"
+
+
 def decide(snapshot: Snapshot, plugins: Plugins | None = None) -> Plan:
     extra = plugins or Plugins()
-    filters = default_filters() + list(extra.filters)
-    scorers = default_scorers() + list(extra.scorers)
+    placer = Placer(
+        default_filters() + list(extra.filters),
+        default_scorers() + list(extra.scorers),
+        len(snapshot.nodes),
+        extra=bool(extra.filters),
+    )
     inv = Inventory.build(snapshot)
     now = snapshot.now
     now_s = now.isoformat()
@@ -65,12 +84,15 @@ def decide(snapshot: Snapshot, plugins: Plugins | None = None) -> Plan:
     # Replicas stopped for a model and still on their way out: it waits for them (rule 5).
     awaiting = {r.preempted_for for r in snapshot.replicas if r.preempted_for and not r.counts}
     spoken_for: set[str] = set()  # replicas this pass already stops
-    borrowed: set[str] | None = None  # computed on the first preemption attempt only
-    order = sorted(
-        snapshot.models,
-        key=lambda m: (-CLASS_RANK[m.class_], live[m.name] >= m.scaling.min, m.name),
-    )
-    for m in order:
+    pool: VictimPool | None = None  # built on the first preemption attempt only
+
+    def stop(replica_id: str) -> None:
+        if pool is not None:
+            pool.exclude(replica_id)
+        else:
+            spoken_for.add(replica_id)
+
+    for m in sorted(snapshot.models, key=lambda m: _order_key(m, live[m.name])):
         want, have = desired[m.name], live[m.name]
         pending: str | None = None
         tried: list[ProfileTrial] = []
@@ -81,7 +103,7 @@ def decide(snapshot: Snapshot, plugins: Plugins | None = None) -> Plan:
                 reverse=True,
             )
             for r in reps[: have - want]:
-                spoken_for.add(r.id)
+                stop(r.id)
                 stops.append(
                     StopAction(
                         replica=r.id,
@@ -92,24 +114,25 @@ def decide(snapshot: Snapshot, plugins: Plugins | None = None) -> Plan:
         elif have < want:
             if m.name in holds:
                 h = holds[m.name]
-                pending = f"held until {h.until.isoformat()} after yielding to {h.for_}"
+                pending = f"held until {rfc3339(h.until)} after yielding to {h.for_}"
             elif m.name in awaiting:
                 pending = "waiting for preempted replicas to stop"
             else:
                 placed = 0
                 while have + placed < want:
-                    out = place(m, inv, filters, scorers)
+                    out = placer.place(m, inv)
                     if out.placement is None:
                         pending = "; ".join(out.notes)
                         tried = out.trials
-                        if borrowed is None:
+                        if settings.max_victims == 0:
+                            break
+                        if pool is None:
                             borrowed = borrowed_replicas(snapshot, models_by_name)
-                        cands = candidates(
-                            m, snapshot, models_by_name, inv, live, spoken_for, borrowed
-                        )
-                        chosen = choose(m, cands, inv, settings.max_victims, filters, scorers)
+                            pool = VictimPool(snapshot, models_by_name, spoken_for, borrowed)
+                        cands = pool.candidates(m, inv, live[m.name])
+                        chosen = choose(m, cands, inv, settings.max_victims, placer)
                         for v in chosen:
-                            spoken_for.add(v.replica.id)
+                            stop(v.replica.id)
                             stops.append(
                                 StopAction(
                                     replica=v.replica.id,
@@ -135,7 +158,9 @@ def decide(snapshot: Snapshot, plugins: Plugins | None = None) -> Plan:
                             profile=out.placement.profile.name,
                             replica=_new_id(m.name, now_s, taken_ids),
                             shards=out.placement.shards,
-                            reason=f"scale up: {have + placed} of {want} replicas",
+                            reason=_start_reason(
+                                m, snapshot.demand.get(m.name), have + placed, want
+                            ),
                         )
                     )
         statuses[m.name] = ModelStatus(desired=want, live=have, pending=pending, tried=tried)

@@ -1,20 +1,35 @@
 """What is free where, built once per pass: free devices per node, CPU, memory, quota usage.
 
 Indexed so placement visits only nodes that could hold a shard: eligible nodes by their count
-of free whole GPUs, and by the MIG profiles they have a free slice of. `clone()` is
-copy-on-write per node, for trying a set of preemption victims without touching the real one.
+of free whole GPUs, and by the MIG profiles they have a free slice of. The indices are dicts
+used as ordered sets (never plain sets, whose order changes from one process to the next) so
+a walk over them is the same for the same snapshot. `clone()` is copy-on-write per node, for
+trying a set of preemption victims without touching the real inventory.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass, field
+from functools import cache
 
-from scheduler.core.models import GPU, Amount, MigSlice, Model, Node, Profile, Quota, Snapshot
+from scheduler.core.models import (
+    GPU,
+    Amount,
+    MigSlice,
+    Model,
+    Node,
+    Profile,
+    Quota,
+    Replica,
+    Snapshot,
+)
 
 Vec = tuple[float, float, float]  # gpus, cpu_cores, memory_gb
 ZERO: Vec = (0.0, 0.0, 0.0)
 
 
+@cache
 def mig_fraction(profile_name: str) -> float:
     """A MIG slice counts as (compute slices in its name)/7 of a GPU: `3g.40gb` is 3/7."""
     head = profile_name.split("g", 1)[0]
@@ -25,9 +40,10 @@ def add(a: Vec, b: Vec, sign: float = 1.0) -> Vec:
     return (a[0] + sign * b[0], a[1] + sign * b[1], a[2] + sign * b[2])
 
 
-def owner_prefixes(owner: str) -> list[str]:
+@cache
+def owner_prefixes(owner: str) -> tuple[str, ...]:
     parts = owner.split("/")
-    return ["/".join(parts[: i + 1]) for i in range(len(parts))]
+    return tuple("/".join(parts[: i + 1]) for i in range(len(parts)))
 
 
 def profile_need(profile: Profile) -> Vec:
@@ -62,70 +78,78 @@ class NodeState:
 
 
 @dataclass
-class Held:
-    """What one existing replica holds, to give back when it is stopped (in a trial)."""
-
-    model: str
-    owner: str | None
-    shards: list[tuple[str, list[str], float, float]]  # node, device ids, cpu, memory
-    amount: Vec
-
-
-@dataclass
 class Inventory:
     nodes: dict[str, NodeState]
-    devices: dict[str, tuple[str, GPU | None, MigSlice | None]]  # id -> node, gpu or slice
-    by_free: dict[int, set[str]]
-    by_slice: dict[str, set[str]]
+    by_free: dict[int, dict[str, None]]  # free whole-GPU count -> eligible node ids
+    by_slice: dict[str, dict[str, None]]  # MIG profile -> eligible node ids with a free one
     usage: dict[str, Vec]  # per owner path prefix
     limits: dict[str, Amount]
     quotas: dict[str, Quota]
-    held: dict[str, Held] = field(default_factory=dict)
+    # Existing replicas and the catalog: what a trial gives back is worked out from them.
+    replicas: dict[str, Replica]
+    models: dict[str, Model]
+    slice_share: dict[str, float]  # MIG slice id -> the share of a GPU it counts as
+    released: set[str] = field(default_factory=set)
     _owned: set[str] = field(default_factory=set)  # node ids this copy may mutate in place
+    # Bumped on every change, so what was worked out about a state can be reused while it holds.
+    version: int = 0
+    # Which node each change touched, at which version: so that work can be brought up to date.
+    _log_versions: list[int] = field(default_factory=list)
+    _log_nodes: list[str] = field(default_factory=list)
 
     # ------------------------------------------------------------ building
 
     @classmethod
     def build(cls, snap: Snapshot) -> Inventory:
         models: dict[str, Model] = {m.name: m for m in snap.models}
-        devices: dict[str, tuple[str, GPU | None, MigSlice | None]] = {}
+        slice_share: dict[str, float] = {}  # MIG slice id -> the share of a GPU it counts as
         for node in snap.nodes:
             for gpu in node.gpus:
-                devices[gpu.id] = (node.id, gpu, None)
-                for s in gpu.mig or []:
-                    devices[s.id] = (node.id, None, s)
+                for s in gpu.mig or ():
+                    slice_share[s.id] = mig_fraction(s.profile)
         used: set[str] = set()
-        node_cpu: dict[str, float] = {}
-        node_mem: dict[str, float] = {}
-        per_model: dict[str, dict[str, int]] = {}
-        usage: dict[str, Vec] = {}
-        held: dict[str, Held] = {}
+        per_node: dict[str, tuple[list[float], dict[str, int]]] = {}  # cpu, memory; per model
+        per_owner: dict[str, list[float]] = {}
+        sizes: dict[tuple[str, str], tuple[float, float, str | None]] = {}
         for rep in snap.replicas:
-            model = models.get(rep.model)
-            prof = model.profile(rep.profile) if model else None
-            cpu = prof.cpu_cores if prof else 0.0
-            mem = prof.memory_gb if prof else 0.0
-            amount = ZERO
-            shards: list[tuple[str, list[str], float, float]] = []
+            size = sizes.get((rep.model, rep.profile))
+            if size is None:
+                model = models.get(rep.model)
+                prof = model.profile(rep.profile) if model else None
+                size = sizes[(rep.model, rep.profile)] = (
+                    prof.cpu_cores if prof else 0.0,
+                    prof.memory_gb if prof else 0.0,
+                    model.owner if model else None,
+                )
+            cpu, mem, owner = size
+            gpus = 0.0
             for sh in rep.shards:
-                used.update(sh.gpus)
-                node_cpu[sh.node] = node_cpu.get(sh.node, 0.0) + cpu
-                node_mem[sh.node] = node_mem.get(sh.node, 0.0) + mem
-                pm = per_model.setdefault(sh.node, {})
-                pm[rep.model] = pm.get(rep.model, 0) + 1
-                gpus = 0.0
-                for dev in sh.gpus:
-                    sl = devices[dev][2] if dev in devices else None
-                    gpus += mig_fraction(sl.profile) if sl is not None else 1.0
-                amount = add(amount, (gpus, cpu, mem))
-                shards.append((sh.node, list(sh.gpus), cpu, mem))
-            owner = model.owner if model else None
-            held[rep.id] = Held(rep.model, owner, shards, amount)
+                devs = sh.gpus
+                used.update(devs)
+                acc = per_node.get(sh.node)
+                if acc is None:
+                    acc = per_node[sh.node] = ([0.0, 0.0], {})
+                acc[0][0] += cpu
+                acc[0][1] += mem
+                acc[1][rep.model] = acc[1].get(rep.model, 0) + 1
+                if slice_share and not slice_share.keys().isdisjoint(devs):
+                    gpus += sum(slice_share.get(d, 1.0) for d in devs)
+                else:
+                    gpus += len(devs)
             if owner is not None:
-                for p in owner_prefixes(owner):
-                    usage[p] = add(usage.get(p, ZERO), amount)
+                n = len(rep.shards)
+                tot = per_owner.get(owner)
+                if tot is None:
+                    tot = per_owner[owner] = [0.0, 0.0, 0.0]
+                tot[0] += gpus
+                tot[1] += cpu * n
+                tot[2] += mem * n
+        usage: dict[str, Vec] = {}
+        for owner, tot in per_owner.items():
+            for p in owner_prefixes(owner):
+                usage[p] = add(usage.get(p, ZERO), (tot[0], tot[1], tot[2]))
         nodes: dict[str, NodeState] = {}
-        for node in snap.nodes:
+        for node in sorted(snap.nodes, key=lambda n: n.id):
             free_gpus: list[GPU] = []
             free_slices: dict[str, list[MigSlice]] = {}
             total = used_units = 0
@@ -146,25 +170,28 @@ class Inventory:
             free_gpus.sort(key=lambda g: g.id)
             for lst in free_slices.values():
                 lst.sort(key=lambda s: s.id)
+            acc = per_node.get(node.id)
             nodes[node.id] = NodeState(
                 node,
                 free_gpus,
                 free_slices,
-                node.cpu_cores - node_cpu.get(node.id, 0.0),
-                node.memory_gb - node_mem.get(node.id, 0.0),
+                node.cpu_cores - (acc[0][0] if acc else 0.0),
+                node.memory_gb - (acc[0][1] if acc else 0.0),
                 used_units,
                 total,
-                per_model.get(node.id, {}),
+                acc[1] if acc else {},
             )
         inv = cls(
             nodes,
-            devices,
             {},
             {},
             usage,
             {q.owner: q.limit for q in snap.quotas if q.limit is not None},
             {q.owner: q for q in snap.quotas},
-            held,
+            {r.id: r for r in snap.replicas},
+            models,
+            slice_share,
+            set(),
             set(nodes),
         )
         for ns in nodes.values():
@@ -174,14 +201,17 @@ class Inventory:
     def clone(self) -> Inventory:
         return Inventory(
             dict(self.nodes),
-            self.devices,
-            {k: set(v) for k, v in self.by_free.items()},
-            {k: set(v) for k, v in self.by_slice.items()},
+            {k: dict(v) for k, v in self.by_free.items()},
+            {k: dict(v) for k, v in self.by_slice.items()},
             dict(self.usage),
             self.limits,
             self.quotas,
-            dict(self.held),
+            self.replicas,
+            self.models,
+            self.slice_share,
+            set(self.released),
             set(),
+            self.version,
         )
 
     # ------------------------------------------------------------ index
@@ -191,16 +221,20 @@ class Inventory:
             return
         nid = ns.node.id
         if ns.free_gpus:
-            self.by_free.setdefault(len(ns.free_gpus), set()).add(nid)
+            self.by_free.setdefault(len(ns.free_gpus), {})[nid] = None
         for prof, lst in ns.free_slices.items():
             if lst:
-                self.by_slice.setdefault(prof, set()).add(nid)
+                self.by_slice.setdefault(prof, {})[nid] = None
 
     def _unindex(self, ns: NodeState) -> None:
         nid = ns.node.id
-        self.by_free.get(len(ns.free_gpus), set()).discard(nid)
+        bucket = self.by_free.get(len(ns.free_gpus))
+        if bucket is not None:
+            bucket.pop(nid, None)
         for prof in ns.free_slices:
-            self.by_slice.get(prof, set()).discard(nid)
+            ids = self.by_slice.get(prof)
+            if ids is not None:
+                ids.pop(nid, None)
 
     def _mutable(self, node_id: str) -> NodeState:
         ns = self.nodes[node_id]
@@ -211,14 +245,14 @@ class Inventory:
         return ns
 
     def candidate_nodes(self, profile: Profile) -> list[str]:
-        """Eligible nodes that have at least the free devices one shard of `profile` needs."""
+        """Eligible nodes that have at least the free devices one shard of `profile` needs, the
+        tightest fit first (fewest free GPUs that still suffice: best-fit for bin-packing)."""
         if profile.mig_profile is not None:
-            return sorted(self.by_slice.get(profile.mig_profile, ()))
+            return list(self.by_slice.get(profile.mig_profile, ()))
         out: list[str] = []
-        for count, ids in self.by_free.items():
+        for count in sorted(self.by_free):
             if count >= profile.gpus:
-                out.extend(ids)
-        out.sort()
+                out.extend(self.by_free[count])
         return out
 
     # ------------------------------------------------------------ changes
@@ -227,55 +261,82 @@ class Inventory:
         ns = self._mutable(node_id)
         self._unindex(ns)
         taken = set(device_ids)
-        ns.free_gpus = [g for g in ns.free_gpus if g.id not in taken]
-        for prof, lst in ns.free_slices.items():
-            ns.free_slices[prof] = [s for s in lst if s.id not in taken]
+        if profile.mig_profile is None:
+            ns.free_gpus = [g for g in ns.free_gpus if g.id not in taken]
+        else:
+            lst = ns.free_slices.get(profile.mig_profile, [])
+            ns.free_slices[profile.mig_profile] = [s for s in lst if s.id not in taken]
         ns.free_cpu -= profile.cpu_cores
         ns.free_mem -= profile.memory_gb
         ns.used_units += len(device_ids)
         ns.per_model[model.name] = ns.per_model.get(model.name, 0) + 1
         self._index(ns)
+        self.version += 1
+        self._log_versions.append(self.version)
+        self._log_nodes.append(node_id)
+
+    def changed_since(self, version: int) -> set[str]:
+        """Nodes that took or gave back something after `version`."""
+        return set(self._log_nodes[bisect_right(self._log_versions, version) :])
 
     def charge(self, owner: str, amount: Vec) -> None:
         for p in owner_prefixes(owner):
             self.usage[p] = add(self.usage.get(p, ZERO), amount)
+        self.version += 1
 
-    def release(self, replica_id: str) -> None:
-        """Give back what an existing replica holds (trials only; real stops wait for Nomad)."""
-        h = self.held.pop(replica_id, None)
-        if h is None:
-            return
-        for node_id, dev_ids, cpu, mem in h.shards:
-            if node_id not in self.nodes:
+    def release(self, replica_id: str) -> list[str]:
+        """Give back what an existing replica holds (trials only; real stops wait for Nomad).
+        Returns the nodes that got something back."""
+        rep = self.replicas.get(replica_id)
+        if rep is None or replica_id in self.released:
+            return []
+        self.released.add(replica_id)
+        model = self.models.get(rep.model)
+        prof = model.profile(rep.profile) if model else None
+        cpu = prof.cpu_cores if prof else 0.0
+        mem = prof.memory_gb if prof else 0.0
+        touched: list[str] = []
+        gpus = 0.0
+        for sh in rep.shards:
+            gpus += self._count(sh.gpus)
+            if sh.node not in self.nodes:
                 continue
-            ns = self._mutable(node_id)
+            touched.append(sh.node)
+            ns = self._mutable(sh.node)
             self._unindex(ns)
             ns.free_cpu += cpu
             ns.free_mem += mem
-            ns.per_model[h.model] = max(ns.per_model.get(h.model, 0) - 1, 0)
-            for dev in dev_ids:
-                where = self.devices.get(dev)
-                if where is None or where[0] != node_id:
+            ns.per_model[rep.model] = max(ns.per_model.get(rep.model, 0) - 1, 0)
+            wanted = set(sh.gpus)
+            for gpu in ns.node.gpus:
+                if gpu.mig is None:
+                    if gpu.id in wanted:
+                        ns.used_units -= 1
+                        if gpu.healthy:
+                            ns.free_gpus.append(gpu)
                     continue
-                ns.used_units -= 1
-                _, gpu, sl = where
-                if gpu is not None and gpu.healthy and gpu.mig is None:
-                    ns.free_gpus.append(gpu)
-                elif sl is not None and sl.healthy and self._parent_healthy(node_id, sl):
-                    ns.free_slices.setdefault(sl.profile, []).append(sl)
+                for sl in gpu.mig:
+                    if sl.id in wanted:
+                        ns.used_units -= 1
+                        if sl.healthy and gpu.healthy:
+                            ns.free_slices.setdefault(sl.profile, []).append(sl)
             ns.free_gpus.sort(key=lambda g: g.id)
             for lst in ns.free_slices.values():
                 lst.sort(key=lambda s: s.id)
             self._index(ns)
-        if h.owner is not None:
-            for p in owner_prefixes(h.owner):
-                self.usage[p] = add(self.usage.get(p, ZERO), h.amount, -1.0)
+        if model is not None:
+            n = len(rep.shards)
+            for p in owner_prefixes(model.owner):
+                self.usage[p] = add(self.usage.get(p, ZERO), (gpus, cpu * n, mem * n), -1.0)
+        self.version += 1
+        for node_id in touched:
+            self._log_versions.append(self.version)
+            self._log_nodes.append(node_id)
+        return touched
 
-    def _parent_healthy(self, node_id: str, sl: MigSlice) -> bool:
-        for gpu in self.nodes[node_id].node.gpus:
-            if gpu.mig and any(s.id == sl.id for s in gpu.mig):
-                return gpu.healthy
-        return False
+    def _count(self, device_ids: list[str]) -> float:
+        """GPUs a shard's devices count as: 1 each, a MIG slice its share (unknown ids: 1)."""
+        return sum(self.slice_share.get(d, 1.0) for d in device_ids)
 
     def quota_block(self, owner: str, need: Vec) -> str | None:
         """The first limit on the owner's path the need would exceed, as a sentence."""

@@ -1,12 +1,27 @@
-"""Placing one replica: quota check, filters per node, scorers, best node(s) per profile."""
+"""Placing one replica: quota check, filters per node, scorers, best node(s) per profile.
+
+Nodes are visited tightest fit first (the inventory's by-free-count index, smallest count
+that suffices upward) and only the first `limit` feasible ones are scored, as Nomad's
+LimitIterator does: the best-scored among the best-fitting few, not a scan of the fleet.
+Static filters' verdicts are remembered per profile and node for the pass (see plugins).
+"""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from scheduler.core.inventory import Inventory, profile_need
-from scheduler.core.models import Model, Profile, ProfileTrial, Shard
-from scheduler.core.plugins import Choice, Filter, PlaceContext, Scorer, pick_gpus
+from scheduler.core.inventory import Inventory, NodeState, profile_need
+from scheduler.core.models import Model, Node, Profile, ProfileTrial, Shard
+from scheduler.core.plugins import Choice, Filter, PlaceContext, Scorer, is_static, pick_gpus
+
+MIN_LIMIT = 8  # feasible nodes scored per shard search, at least (log2 of the fleet above 256)
+
+# A static verdict: the reason a node can never hold the profile, or the ids of the node's
+# GPUs that may serve it (None: every one).
+Verdict = tuple[str | None, frozenset[str] | None]
+Key = tuple[object, ...]
 
 
 @dataclass
@@ -22,6 +37,31 @@ class Outcome:
     notes: list[str] = field(default_factory=list)
 
 
+@dataclass
+class Failure:
+    """A profile that found too few feasible nodes, for preemption trials to start from."""
+
+    version: int  # the inventory version it was found at
+    feasible: list[str]  # the nodes that did pass (fewer than the shards wanted)
+    quota_blocked: bool
+
+
+@dataclass
+class _Explained:
+    inv: Inventory
+    version: int
+    reasons: dict[str, str | None]  # node id -> why it cannot hold the profile now
+    counts: dict[str, int]  # reason -> nodes (None, a node that fits, is not counted)
+
+    def set(self, node_id: str, reason: str | None) -> None:
+        old = self.reasons.get(node_id)
+        if old is not None:
+            self.counts[old] -= 1
+        if reason is not None:
+            self.counts[reason] = self.counts.get(reason, 0) + 1
+        self.reasons[node_id] = reason
+
+
 def _describe(p: Profile) -> str:
     if p.mig_profile is not None:
         return f"a free {p.mig_profile} slice"
@@ -33,60 +73,211 @@ def _describe(p: Profile) -> str:
     return what
 
 
-def _try_node(
-    ctx: PlaceContext, inv: Inventory, node_id: str, filters: list[Filter], scorers: list[Scorer]
-) -> tuple[str | None, float, list[str]]:
-    ns = inv.nodes[node_id]
-    choice = Choice(gpus=list(ns.free_gpus))
-    for f in filters:
-        reason = f.filter(ctx, ns, choice)
+class Placer:
+    """The filter and score chain for one pass, with what it learns along the way."""
+
+    def __init__(
+        self, filters: list[Filter], scorers: list[Scorer], n_nodes: int, extra: bool
+    ) -> None:
+        self.static = [f for f in filters if is_static(f)]
+        self.dynamic = [f for f in filters if not is_static(f)]
+        self.scorers = scorers
+        self.limit = max(MIN_LIMIT, math.ceil(math.log2(max(n_nodes, 2))))
+        # The built-in filters read only the profile's fields named in _key (and CPU and
+        # memory); an extra one may read anything, so then each (model, profile) is its own.
+        self._by_model = extra
+        self._classes: dict[str, Key] = {}
+        self._class_verdicts: dict[tuple[Key, Key], tuple[str | None, list[int]]] = {}
+        self._verdicts: dict[Key, dict[str, Verdict]] = {}
+        self._explained: dict[Key, _Explained] = {}
+        self.failures: dict[tuple[str, str], Failure] = {}
+
+    # ------------------------------------------------------------ one node
+
+    def _key(self, model: Model, profile: Profile) -> Key:
+        if self._by_model:
+            return (model.name, profile.name)
+        models = tuple(profile.gpu_models) if profile.gpu_models is not None else None
+        return (profile.gpus, profile.gpu_memory_gb, models, profile.mig_profile)
+
+    def _run_static(self, ctx: PlaceContext, ns: NodeState) -> tuple[str | None, list[int]]:
+        """The static filters on a node: a reason, or the positions of the GPUs that serve."""
+        whole = [g for g in ns.node.gpus if g.mig is None and g.healthy]
+        choice = Choice(gpus=whole)
+        for f in self.static:
+            reason = f.filter(ctx, ns, choice)
+            if reason is not None:
+                return reason, []
+        if len(choice.gpus) == len(whole):
+            return None, [-1]  # all of them
+        kept = {g.id for g in choice.gpus}
+        return None, [i for i, g in enumerate(ns.node.gpus) if g.id in kept]
+
+    def _node_class(self, node: Node) -> Key:
+        """What the built-in static filters read of a node: nodes alike get one verdict."""
+        cls = self._classes.get(node.id)
+        if cls is None:
+            cls = self._classes[node.id] = (
+                node.eligible,
+                tuple(
+                    (
+                        g.model,
+                        g.memory_gb,
+                        g.healthy,
+                        g.mig is None or tuple(s.healthy for s in g.mig),
+                    )
+                    for g in node.gpus
+                ),
+            )
+        return cls
+
+    def _verdict(self, ctx: PlaceContext, ns: NodeState, key: Key) -> Verdict:
+        if self._by_model:
+            reason, positions = self._run_static(ctx, ns)
+        else:
+            ck = (key, self._node_class(ns.node))
+            found = self._class_verdicts.get(ck)
+            if found is None:
+                found = self._class_verdicts[ck] = self._run_static(ctx, ns)
+            reason, positions = found
+        if reason is not None or positions == [-1]:
+            return reason, None
+        return None, frozenset(ns.node.gpus[i].id for i in positions)
+
+    def _check(
+        self, ctx: PlaceContext, ns: NodeState, verdicts: dict[str, Verdict], key: Key
+    ) -> tuple[str | None, Choice | None]:
+        """Why the node cannot hold one shard now, or the choice of devices it offers."""
+        nid = ns.node.id
+        verdict = verdicts.get(nid)
+        if verdict is None:
+            verdict = verdicts[nid] = self._verdict(ctx, ns, key)
+        reason, usable = verdict
         if reason is not None:
-            return reason, 0.0, []
-    if ctx.profile.is_mig:
-        assert choice.slice is not None
-        choice.picked = [choice.slice.id]
-    else:
-        choice.picked = [g.id for g in pick_gpus(choice.gpus, ctx.profile.gpus)]
-    score = sum(s.score(ctx, ns, choice) for s in scorers)
-    return None, score, choice.picked
+            return reason, None
+        gpus = ns.free_gpus if usable is None else [g for g in ns.free_gpus if g.id in usable]
+        choice = Choice(gpus=gpus)
+        for f in self.dynamic:
+            reason = f.filter(ctx, ns, choice)
+            if reason is not None:
+                return reason, None
+        return None, choice
 
+    def _score(self, ctx: PlaceContext, ns: NodeState, choice: Choice) -> float:
+        if ctx.profile.is_mig:
+            assert choice.slice is not None
+            choice.picked = [choice.slice.id]
+        else:
+            choice.picked = [g.id for g in pick_gpus(choice.gpus, ctx.profile.gpus)]
+        return sum(s.score(ctx, ns, choice) for s in self.scorers)
 
-def place_profile(
-    model: Model,
-    profile: Profile,
-    inv: Inventory,
-    filters: list[Filter],
-    scorers: list[Scorer],
-    explain: bool,
-) -> tuple[Placement | None, ProfileTrial, str]:
-    ctx = PlaceContext(model, profile)
-    block = inv.quota_block(model.owner, profile_need(profile))
-    if block is not None:
-        return None, ProfileTrial(profile=profile.name, note=block), block
-    fits: list[tuple[float, str, list[str]]] = []
-    for nid in inv.candidate_nodes(profile):
-        reason, score, picked = _try_node(ctx, inv, nid, filters, scorers)
-        if reason is None:
-            fits.append((-score, nid, picked))
-    if len(fits) >= profile.shards:
-        fits.sort()
-        shards = [Shard(node=nid, gpus=picked) for _, nid, picked in fits[: profile.shards]]
-        return Placement(profile, shards), ProfileTrial(profile=profile.name), ""
-    short: dict[str, int] = {}
-    if explain:
-        fit_ids = {nid for _, nid, _ in fits}
-        for nid in sorted(inv.nodes):
-            if nid in fit_ids:
+    # ------------------------------------------------------------ one profile
+
+    def _feasible(
+        self, ctx: PlaceContext, inv: Inventory, node_ids: Iterator[str] | list[str], want: int
+    ) -> list[tuple[str, Choice]]:
+        key = self._key(ctx.model, ctx.profile)
+        verdicts = self._verdicts.setdefault(key, {})
+        found: list[tuple[str, Choice]] = []
+        for nid in node_ids:
+            _, choice = self._check(ctx, inv.nodes[nid], verdicts, key)
+            if choice is not None:
+                found.append((nid, choice))
+                if len(found) == want:
+                    break
+        return found
+
+    def place_profile(
+        self, model: Model, profile: Profile, inv: Inventory, explain: bool
+    ) -> tuple[Placement | None, ProfileTrial, str]:
+        ctx = PlaceContext(model, profile)
+        block = inv.quota_block(model.owner, profile_need(profile))
+        if block is not None:
+            self.failures[(model.name, profile.name)] = Failure(inv.version, [], True)
+            return None, ProfileTrial(profile=profile.name, note=block), block
+        want = self.limit + profile.shards - 1
+        fits = self._feasible(ctx, inv, inv.candidate_nodes(profile), want)
+        if len(fits) >= profile.shards:
+            scored = sorted(
+                (
+                    (-self._score(ctx, inv.nodes[nid], ch), i, nid, ch)
+                    for i, (nid, ch) in enumerate(fits)
+                ),
+                key=lambda t: (t[0], t[1]),
+            )
+            shards = [Shard(node=nid, gpus=ch.picked) for _, _, nid, ch in scored[: profile.shards]]
+            return Placement(profile, shards), ProfileTrial(profile=profile.name), ""
+        self.failures[(model.name, profile.name)] = Failure(
+            inv.version, [nid for nid, _ in fits], False
+        )
+        short = self._explain(ctx, inv) if explain else {}
+        return (
+            None,
+            ProfileTrial(profile=profile.name, short=short),
+            _sentence(profile, len(fits), short),
+        )
+
+    def _explain(self, ctx: PlaceContext, inv: Inventory) -> dict[str, int]:
+        """How many nodes said no for which reason. Worked out once per profile shape and then
+        kept up to date from the inventory's log of changed nodes, not redone per model."""
+        vkey = self._key(ctx.model, ctx.profile)
+        key = (*vkey, ctx.profile.cpu_cores, ctx.profile.memory_gb)
+        verdicts = self._verdicts.setdefault(vkey, {})
+        seen = self._explained.get(key)
+        if seen is None or seen.inv is not inv:
+            seen = self._explained[key] = _Explained(inv, inv.version, {}, {})
+            for nid, ns in inv.nodes.items():
+                seen.set(nid, self._check(ctx, ns, verdicts, vkey)[0])
+        elif seen.version != inv.version:
+            for nid in sorted(inv.changed_since(seen.version)):
+                seen.set(nid, self._check(ctx, inv.nodes[nid], verdicts, vkey)[0])
+            seen.version = inv.version
+        return {r: n for r, n in sorted(seen.counts.items()) if n}
+
+    def fits(self, model: Model, inv: Inventory, base_version: int, touched: set[str]) -> bool:
+        """Whether some profile of the model fits in a trial inventory: a clone of the one at
+        `base_version` with replicas given back on the `touched` nodes."""
+        for profile in model.profiles:
+            if inv.quota_block(model.owner, profile_need(profile)) is not None:
                 continue
-            reason, _, _ = _try_node(ctx, inv, nid, filters, scorers)
-            if reason is None:  # not indexed (e.g. no free devices at all)
-                reason = "too few free GPUs"
-            short[reason] = short.get(reason, 0) + 1
+            ctx = PlaceContext(model, profile)
+            before = self.failures.get((model.name, profile.name))
+            if before is None or before.quota_blocked or before.version != base_version:
+                found = self._feasible(ctx, inv, inv.candidate_nodes(profile), profile.shards)
+                if len(found) >= profile.shards:
+                    return True
+                continue
+            # Untouched nodes are as they were when the profile failed: only the touched ones
+            # can have changed their answer.
+            others = [nid for nid in before.feasible if nid not in touched]
+            if len(others) >= profile.shards:
+                return True
+            found = self._feasible(ctx, inv, sorted(touched), profile.shards - len(others))
+            if len(others) + len(found) >= profile.shards:
+                return True
+        return False
+
+    # ------------------------------------------------------------ one model
+
+    def place(self, model: Model, inv: Inventory, explain: bool = True) -> Outcome:
+        """First profile (in listed order) with a feasible placement; the best scored within."""
+        out = Outcome(None)
+        for profile in model.profiles:
+            placement, trial, note = self.place_profile(model, profile, inv, explain)
+            if placement is not None:
+                out.placement = placement
+                return out
+            out.trials.append(trial)
+            out.notes.append(note)
+        return out
+
+
+def _sentence(profile: Profile, n_fits: int, short: dict[str, int]) -> str:
     total = sum(short.values())
     parts = ", ".join(f"{n} {r}" for r, n in sorted(short.items(), key=lambda kv: (-kv[1], kv[0])))
     if profile.shards > 1:
         text = (
-            f"profile {profile.name}: only {len(fits)} of {profile.shards} distinct nodes "
+            f"profile {profile.name}: only {n_fits} of {profile.shards} distinct nodes "
             f"have {_describe(profile)}"
         )
     elif profile.is_mig:
@@ -95,26 +286,7 @@ def place_profile(
         text = f"profile {profile.name}: no node has {_describe(profile)}"
     if total:
         text += f" (short on {total} node{'s' if total != 1 else ''}: {parts})"
-    return None, ProfileTrial(profile=profile.name, short=short), text
-
-
-def place(
-    model: Model,
-    inv: Inventory,
-    filters: list[Filter],
-    scorers: list[Scorer],
-    explain: bool = True,
-) -> Outcome:
-    """First profile (in listed order) with a feasible placement; the best scored within it."""
-    out = Outcome(None)
-    for profile in model.profiles:
-        placement, trial, note = place_profile(model, profile, inv, filters, scorers, explain)
-        if placement is not None:
-            out.placement = placement
-            return out
-        out.trials.append(trial)
-        out.notes.append(note)
-    return out
+    return text
 
 
 def commit(model: Model, placement: Placement, inv: Inventory) -> None:

@@ -1,7 +1,12 @@
 """Placement plugins, in the manner of Nomad's feasibility/rank chain and the k8s framework.
 
 A filter says why a node cannot hold one shard (or None when it can); it may narrow the
-devices still in the running (`choice.gpus`). A scorer ranks a node with its chosen devices;
+devices still in the running by assigning a new list to `choice.gpus` (never mutating it).
+A filter with `static = True` reads only the node's description (`node.node`) and the
+profile, never what is free: the core runs those first, once per profile and node in a pass,
+on the node's healthy whole GPUs, and remembers the verdict and the narrowing (as Nomad
+caches feasibility per computed node class). The others run on every visit, on the free
+GPUs that survived the static narrowing. A scorer ranks a node with its chosen devices;
 higher is better. Extra plugins are passed to `decide(snapshot, plugins)`; loading them from
 entry points is an adapter's job, never the core's.
 """
@@ -44,17 +49,22 @@ class Scorer(Protocol):
 
 @dataclass
 class Plugins:
-    """Extra plugins run after the built-in ones."""
+    """Extra plugins run after the built-in ones (static filters before dynamic ones)."""
 
     filters: list[Filter] = field(default_factory=list)
     scorers: list[Scorer] = field(default_factory=list)
 
 
-# ---------------------------------------------------------------- filters
+def is_static(f: Filter) -> bool:
+    return bool(getattr(f, "static", False))
+
+
+# ---------------------------------------------------------------- static filters
 
 
 class NodeEligible:
     name = "eligibility"
+    static = True
 
     def filter(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> str | None:
         return None if node.node.eligible else "not eligible"
@@ -62,6 +72,7 @@ class NodeEligible:
 
 class DeviceHealth:
     name = "device-health"
+    static = True
 
     def filter(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> str | None:
         if node.node.gpus and all(
@@ -72,19 +83,11 @@ class DeviceHealth:
         return None
 
 
-class NodeResources:
-    name = "node-resources"
-
-    def filter(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> str | None:
-        if node.free_cpu + 1e-9 < ctx.profile.cpu_cores:
-            return "too few free CPU cores"
-        if node.free_mem + 1e-9 < ctx.profile.memory_gb:
-            return "too little free memory"
-        return None
-
-
 class GPUModelMatch:
+    """Whole GPUs whose product name contains one of the profile's `gpu_models`."""
+
     name = "gpu-model"
+    static = True
 
     def filter(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> str | None:
         wanted = ctx.profile.gpu_models
@@ -100,6 +103,7 @@ class GPUModelMatch:
 
 class GPUMemory:
     name = "gpu-memory"
+    static = True
 
     def filter(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> str | None:
         need = ctx.profile.gpu_memory_gb
@@ -112,13 +116,18 @@ class GPUMemory:
         return None
 
 
-class GPUCount:
-    name = "gpu-count"
+# ---------------------------------------------------------------- dynamic filters
+
+
+class NodeResources:
+    name = "node-resources"
 
     def filter(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> str | None:
-        if ctx.profile.is_mig:
-            return None
-        return "too few free GPUs" if len(choice.gpus) < ctx.profile.gpus else None
+        if node.free_cpu + 1e-9 < ctx.profile.cpu_cores:
+            return "too few free CPU cores"
+        if node.free_mem + 1e-9 < ctx.profile.memory_gb:
+            return "too little free memory"
+        return None
 
 
 class MigProfile:
@@ -135,14 +144,23 @@ class MigProfile:
         return None
 
 
+class GPUCount:
+    name = "gpu-count"
+
+    def filter(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> str | None:
+        if ctx.profile.is_mig:
+            return None
+        return "too few free GPUs" if len(choice.gpus) < ctx.profile.gpus else None
+
+
 def default_filters() -> list[Filter]:
     return [
         NodeEligible(),
         DeviceHealth(),
-        NodeResources(),
-        MigProfile(),
         GPUModelMatch(),
         GPUMemory(),
+        NodeResources(),
+        MigProfile(),
         GPUCount(),
     ]
 
@@ -158,6 +176,9 @@ def pick_gpus(gpus: list[GPU], k: int) -> list[GPU]:
         return [gpus[0]]
     ids = {g.id for g in gpus}
     peers = {g.id: set(g.nvlink_peers) & ids for g in gpus}
+    if all(len(p) == len(ids) - 1 for p in peers.values()):
+        return sorted(gpus[:k], key=lambda g: g.id)  # one NVLink domain: any k are peers
+    order = {g.id: i for i, g in enumerate(gpus)}
     best: list[GPU] = []
     best_links = -1
     for start in gpus:
@@ -166,7 +187,7 @@ def pick_gpus(gpus: list[GPU], k: int) -> list[GPU]:
         while len(chosen) < k:
             nxt = max(
                 (g for g in gpus if g.id not in chosen_ids),
-                key=lambda g: (len(peers[g.id] & chosen_ids), -gpus.index(g)),
+                key=lambda g: (len(peers[g.id] & chosen_ids), -order[g.id]),
             )
             chosen.append(nxt)
             chosen_ids.add(nxt.id)
@@ -205,12 +226,15 @@ class NVLinkLocality:
 
 
 class SpreadReplicas:
-    """One replica of a model per node where possible, so one node's loss costs one replica."""
+    """One replica of a model per node where possible, so one node's loss costs one replica.
+    Weighed below bin-packing: it breaks ties between equally full nodes, it does not leave
+    holes that a larger model would have needed."""
 
     name = "spread"
+    weight = 0.1
 
     def score(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> float:
-        return -float(node.per_model.get(ctx.model.name, 0))
+        return -self.weight * min(node.per_model.get(ctx.model.name, 0), 5)
 
 
 def default_scorers() -> list[Scorer]:

@@ -1,17 +1,29 @@
 """Preemption (DESIGN.md section 6): which replicas may give way for a model, in which order,
-and the smallest set of them that actually makes it fit, tried on a copy of the inventory."""
+and the smallest set of them that actually makes it fit, tried on a copy of the inventory.
+
+The pool of possible victims is built once per pass. Replicas are grouped by everything
+their tier depends on besides the asking model (class, idle on-demand, above its model's
+minimum, owner, borrowed, guarded by a guarantee), each group kept in within-tier order, so
+asking for a model's candidates merges a few sorted groups lazily instead of rating every
+replica of the fleet again. Only the first `max_victims` candidates are ever tried.
+"""
 
 from __future__ import annotations
 
+import heapq
+from bisect import insort
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
 from scheduler.core.inventory import ZERO, Inventory, Vec, owner_prefixes, profile_need
 from scheduler.core.models import CLASS_RANK, Model, Quota, Replica, Snapshot
-from scheduler.core.placement import Placement, place
-from scheduler.core.plugins import Filter, Scorer
+from scheduler.core.placement import Placer
 
 TIER_IDLE, TIER_BORROWED, TIER_LOWER_ABOVE_MIN, TIER_SAME_ABOVE_MIN, TIER_LOWER_MIN = range(5)
+CRITICAL = CLASS_RANK["critical"]
+
+OrderKey = tuple[float, float, float, str]  # longest idle, smaller gpus, smaller memory, id
 
 
 @dataclass(frozen=True)
@@ -23,6 +35,26 @@ class Victim:
     gpus: float
     memory_gb: float
     above_min: bool
+
+
+@dataclass
+class _Entry:
+    """What stays true of one live replica for the whole pass."""
+
+    replica: Replica
+    model: Model
+    rank: int
+    idle_s: float
+    idle_on_demand: bool
+    gpus: float
+    memory_gb: float
+    borrowed: bool
+    guarded: bool  # its owner has a guarantee somewhere up its path
+    eligible: bool  # past min_lifetime and on one node: may be a victim at all
+    order: OrderKey
+
+
+GroupKey = tuple[int, bool, bool, str, bool, bool]  # rank, idle od, above min, owner, b, g
 
 
 def _guarantee_of(owner: str, quotas: dict[str, Quota]) -> tuple[str, Vec] | None:
@@ -45,130 +77,198 @@ def borrowed_replicas(snapshot: Snapshot, models: dict[str, Model]) -> set[str]:
     """Replicas held past their owner's guarantee: per guaranteed prefix, the newest beyond it.
     Fixed for a whole pass (stops take effect only once Nomad reports them), so computed once."""
     quotas = {q.owner: q for q in snapshot.quotas}
-    by_prefix: dict[str, list[tuple[Replica, Vec]]] = {}
+    guarantees: dict[str, tuple[str, Vec] | None] = {}
+    needs: dict[tuple[str, str], Vec] = {}
+    by_prefix: dict[str, list[tuple[datetime, str, Vec]]] = {}
     borrowed: set[str] = set()
     for r in snapshot.replicas:
         m = models.get(r.model)
         if m is None or not r.counts:
             continue
-        prof = m.profile(r.profile)
-        need = profile_need(prof) if prof else ZERO
-        g = _guarantee_of(m.owner, quotas)
+        need = needs.get((r.model, r.profile))
+        if need is None:
+            prof = m.profile(r.profile)
+            need = needs[(r.model, r.profile)] = profile_need(prof) if prof else ZERO
+        if m.owner not in guarantees:
+            guarantees[m.owner] = _guarantee_of(m.owner, quotas)
+        g = guarantees[m.owner]
         if g is None:
             borrowed.add(r.id)  # no guarantee anywhere up its path: all of it is borrowed
             continue
-        by_prefix.setdefault(g[0], []).append((r, need))
+        by_prefix.setdefault(g[0], []).append((r.created_at, r.id, need))
     for prefix, reps in by_prefix.items():
         cap = _guarantee_of(prefix, quotas)
         assert cap is not None
         total: Vec = ZERO
-        for r, need in sorted(reps, key=lambda x: (x[0].created_at, x[0].id)):
+        reps.sort(key=lambda x: (x[0], x[1]))
+        for _, rid, need in reps:
             total = (total[0] + need[0], total[1] + need[1], total[2] + need[2])
             if not _within(total, cap[1]):
-                borrowed.add(r.id)
+                borrowed.add(rid)
     return borrowed
 
 
-def candidates(
-    m: Model,
-    snapshot: Snapshot,
-    models: dict[str, Model],
-    inv: Inventory,
-    live: dict[str, int],
-    excluded: set[str],
-    borrowed: set[str],
-) -> list[Victim]:
-    now: datetime = snapshot.now
-    settings = snapshot.settings
-    quotas = {q.owner: q for q in snapshot.quotas}
-    my_rank = CLASS_RANK[m.class_]
-    below_min = live.get(m.name, 0) < m.scaling.min
-    mine = _guarantee_of(m.owner, quotas)
-    reclaim = False
-    if mine is not None:
-        have = inv.usage.get(mine[0], ZERO)
-        need = profile_need(m.profiles[0])
-        reclaim = _within((have[0] + need[0], have[1] + need[1], have[2] + need[2]), mine[1])
+class VictimPool:
+    """Every live replica that could ever give way, grouped for quick, ordered asking."""
 
-    by_model: dict[str, list[Replica]] = {}
-    for r in snapshot.replicas:
-        if r.model == m.name or not r.counts or r.preempted_for or r.id in excluded:
-            continue
-        by_model.setdefault(r.model, []).append(r)
-
-    out: list[Victim] = []
-    for name, reps in sorted(by_model.items()):
-        other = models.get(name)
-        if other is None:
-            continue  # not in the catalog (or invalid): never touched
-        rank = CLASS_RANK[other.class_]
-        reps.sort(key=lambda r: (r.created_at, r.id), reverse=True)  # newest are above min
-        above = max(len(reps) - other.scaling.min, 0)
-        for i, r in enumerate(reps):
-            above_min = i < above
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        models: dict[str, Model],
+        excluded: set[str],
+        borrowed: set[str],
+    ) -> None:
+        now = snapshot.now
+        settings = snapshot.settings
+        self.quotas = {q.owner: q for q in snapshot.quotas}
+        self.excluded = excluded  # shared with the pass: replicas it already stops
+        self._groups: dict[GroupKey, list[tuple[OrderKey, str]]] = {}
+        self._entries: dict[str, _Entry] = {}
+        self._where: dict[str, GroupKey] = {}
+        # Per model its live replicas newest first: the newest are the ones above its minimum.
+        self._by_model: dict[str, list[str]] = {}
+        guarded: dict[str, bool] = {}
+        for r in snapshot.replicas:
+            m = models.get(r.model)
+            if m is None or not r.counts or r.preempted_for:
+                continue  # not in the catalog (or invalid), stopping or already preempted
+            if m.owner not in guarded:
+                guarded[m.owner] = _guarantee_of(m.owner, self.quotas) is not None
             # Unknown use is not idleness (as in the Go original).
             idle = (now - r.last_used_at).total_seconds() if r.last_used_at else 0.0
-            tier = -1
-            if rank < my_rank and other.scaling.on_demand and idle >= settings.eviction_grace_s:
-                tier = TIER_IDLE
-            elif rank < my_rank and above_min:
-                tier = TIER_LOWER_ABOVE_MIN
-            elif rank == my_rank and above_min and below_min:
-                tier = TIER_SAME_ABOVE_MIN
-            elif rank < my_rank and other.class_ != "critical":
-                tier = TIER_LOWER_MIN
-            if quotas and other.owner != m.owner:
-                if r.id in borrowed and reclaim and (other.class_ != "critical" or above_min):
-                    if tier != TIER_IDLE:
-                        tier = TIER_BORROWED  # taken back whatever the classes
-                elif r.id not in borrowed and _guarantee_of(other.owner, quotas) is not None:
-                    continue  # within its owner's guarantee: only its own owner may take it
-            if tier < 0:
-                continue
-            if (
-                r.ready_at is not None
-                and (now - r.ready_at).total_seconds() < settings.min_lifetime_s
-            ):
-                continue  # just paid for its model load
-            if len({s.node for s in r.shards}) > 1:
-                continue  # a multi-node replica is never a victim
-            prof = other.profile(r.profile)
+            prof = m.profile(r.profile)
             need = profile_need(prof) if prof else ZERO
-            out.append(Victim(r, other, tier, idle, need[0], need[2], above_min))
-    out.sort(key=lambda v: (v.tier, -v.idle_s, v.gpus, v.memory_gb, v.replica.id))
-    return out
+            young = r.ready_at is not None and (
+                (now - r.ready_at).total_seconds() < settings.min_lifetime_s
+            )
+            multi_node = len({s.node for s in r.shards}) > 1
+            self._entries[r.id] = _Entry(
+                r,
+                m,
+                CLASS_RANK[m.class_],
+                idle,
+                m.scaling.on_demand and idle >= settings.eviction_grace_s,
+                need[0],
+                need[2],
+                r.id in borrowed,
+                guarded[m.owner],
+                not young and not multi_node,
+                (-idle, need[0], need[2], r.id),
+            )
+            self._by_model.setdefault(r.model, []).append(r.id)
+        for name, ids in self._by_model.items():
+            ids.sort(
+                key=lambda rid: (self._entries[rid].replica.created_at, rid),
+                reverse=True,
+            )
+            self._regroup(name)
 
+    def _regroup(self, model: str) -> None:
+        """(Re)file a model's replicas: which are above its minimum depends on how many of
+        them this pass has not already stopped."""
+        ids = [rid for rid in self._by_model[model] if rid not in self.excluded]
+        if not ids:
+            return
+        above = max(len(ids) - self._entries[ids[0]].model.scaling.min, 0)
+        for i, rid in enumerate(ids):
+            e = self._entries[rid]
+            if not e.eligible:
+                continue
+            key: GroupKey = (
+                e.rank,
+                e.idle_on_demand,
+                i < above,
+                e.model.owner,
+                e.borrowed,
+                e.guarded,
+            )
+            old = self._where.get(rid)
+            if old == key:
+                continue
+            if old is not None:
+                self._groups[old].remove((e.order, rid))
+            insort(self._groups.setdefault(key, []), (e.order, rid))
+            self._where[rid] = key
 
-def _fits(
-    m: Model, inv: Inventory, gone: list[Victim], filters: list[Filter], scorers: list[Scorer]
-) -> Placement | None:
-    trial = inv.clone()
-    for v in gone:
-        trial.release(v.replica.id)
-    return place(m, trial, filters, scorers, explain=False).placement
+    def exclude(self, replica_id: str) -> None:
+        """The pass stops this replica: never a victim again, and its model's others move."""
+        self.excluded.add(replica_id)
+        e = self._entries.get(replica_id)
+        if e is not None:
+            self._regroup(e.replica.model)
+
+    def _tier(self, key: GroupKey, m: Model, my_rank: int, below_min: bool, reclaim: bool) -> int:
+        rank, idle_od, above_min, owner, borrowed, guarded = key
+        tier = -1
+        if rank < my_rank and idle_od:
+            tier = TIER_IDLE
+        elif rank < my_rank and above_min:
+            tier = TIER_LOWER_ABOVE_MIN
+        elif rank == my_rank and above_min and below_min:
+            tier = TIER_SAME_ABOVE_MIN
+        elif rank < my_rank:  # a lower class is never critical
+            tier = TIER_LOWER_MIN
+        if self.quotas and owner != m.owner:
+            if borrowed and reclaim and (rank != CRITICAL or above_min):
+                if tier != TIER_IDLE:
+                    tier = TIER_BORROWED  # taken back whatever the classes
+            elif not borrowed and guarded:
+                return -1  # within its owner's guarantee: only its own owner may take it
+        return tier
+
+    def candidates(self, m: Model, inv: Inventory, live: int) -> Iterator[Victim]:
+        """The replicas that may give way for `m`, in the order they should."""
+        my_rank = CLASS_RANK[m.class_]
+        below_min = live < m.scaling.min
+        mine = _guarantee_of(m.owner, self.quotas)
+        reclaim = False
+        if mine is not None:
+            have = inv.usage.get(mine[0], ZERO)
+            need = profile_need(m.profiles[0])
+            reclaim = _within((have[0] + need[0], have[1] + need[1], have[2] + need[2]), mine[1])
+        tiers: list[list[list[tuple[OrderKey, str]]]] = [[] for _ in range(5)]
+        for key, group in self._groups.items():
+            if group:
+                tier = self._tier(key, m, my_rank, below_min, reclaim)
+                if tier >= 0:
+                    tiers[tier].append(group)
+        for tier, groups in enumerate(tiers):
+            for _, rid in heapq.merge(*groups):
+                e = self._entries[rid]
+                if rid in self.excluded or e.replica.model == m.name:
+                    continue
+                above_min = self._where[rid][2]
+                yield Victim(e.replica, e.model, tier, e.idle_s, e.gpus, e.memory_gb, above_min)
 
 
 def choose(
     m: Model,
-    cands: list[Victim],
+    cands: Iterator[Victim],
     inv: Inventory,
     max_victims: int,
-    filters: list[Filter],
-    scorers: list[Scorer],
+    placer: Placer,
 ) -> list[Victim]:
     """Candidates in order until the model fits, then every one not needed is spared."""
+
+    def fits(gone: list[Victim]) -> bool:
+        trial = inv.clone()
+        touched: set[str] = set()
+        for v in gone:
+            touched.update(trial.release(v.replica.id))
+        return placer.fits(m, trial, inv.version, touched)
+
     chosen: list[Victim] = []
     for v in cands:
         if len(chosen) == max_victims:
             break
         chosen.append(v)
-        if _fits(m, inv, chosen, filters, scorers) is None:
+        if not fits(chosen):
             continue
         for i in range(len(chosen) - 1, -1, -1):
             if len(chosen) == 1:
                 break
             fewer = chosen[:i] + chosen[i + 1 :]
-            if _fits(m, inv, fewer, filters, scorers) is not None:
+            if fits(fewer):
                 chosen = fewer
         return chosen
     return []
