@@ -37,10 +37,17 @@ def _new_id(model: str, now: str, taken: set[str]) -> str:
             return rid
 
 
-def _order_key(m: Model, live: int) -> tuple[int, bool, float, str]:
-    """Higher classes first, then models below their minimum; within that the larger replica
-    first (first-fit decreasing: small ones fill the gaps big ones leave, not the reverse)."""
-    return (-CLASS_RANK[m.class_], live >= m.scaling.min, -profile_need(m.profiles[0])[0], m.name)
+def _order_key(m: Model, live: int, reach: int) -> tuple[int, bool, int, float, str]:
+    """Higher classes first, then models below their minimum. Within that, the models that
+    can use the fewest devices (most constrained first), then the larger replica first
+    (first-fit decreasing: small ones fill the gaps big ones leave, not the reverse)."""
+    return (
+        -CLASS_RANK[m.class_],
+        live >= m.scaling.min,
+        reach,
+        -profile_need(m.profiles[0])[0],
+        m.name,
+    )
 
 
 def _start_reason(m: Model, demand: Demand | None, count: int, want: int) -> str:
@@ -92,7 +99,12 @@ def decide(snapshot: Snapshot, plugins: Plugins | None = None) -> Plan:
         else:
             spoken_for.add(replica_id)
 
-    for m in sorted(snapshot.models, key=lambda m: _order_key(m, live[m.name])):
+    def order_key(m: Model) -> tuple[int, bool, int, float, str]:
+        # Only models that will place need the reach (models not placing keep their place).
+        growing = live[m.name] < desired[m.name]
+        return _order_key(m, live[m.name], placer.reach(m, inv) if growing else 0)
+
+    for m in sorted(snapshot.models, key=order_key):
         want, have = desired[m.name], live[m.name]
         pending: str | None = None
         tried: list[ProfileTrial] = []

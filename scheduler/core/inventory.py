@@ -245,12 +245,14 @@ class Inventory:
         return ns
 
     def candidate_nodes(self, profile: Profile) -> list[str]:
-        """Eligible nodes that have at least the free devices one shard of `profile` needs, the
-        tightest fit first (fewest free GPUs that still suffice: best-fit for bin-packing)."""
+        """Eligible nodes that have at least the free devices one shard of `profile` needs.
+        Single-node: the tightest fit first (fewest free GPUs that still suffice: best-fit
+        for bin-packing). Multi-node: the roomiest first, since each later replica needs as
+        many distinct nodes again and the roomiest can give a shard to the most of them."""
         if profile.mig_profile is not None:
             return list(self.by_slice.get(profile.mig_profile, ()))
         out: list[str] = []
-        for count in sorted(self.by_free):
+        for count in sorted(self.by_free, reverse=profile.shards > 1):
             if count >= profile.gpus:
                 out.extend(self.by_free[count])
         return out

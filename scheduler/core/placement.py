@@ -87,6 +87,7 @@ class Placer:
         # memory); an extra one may read anything, so then each (model, profile) is its own.
         self._by_model = extra
         self._classes: dict[str, Key] = {}
+        self._reach: dict[Key, int] = {}
         self._class_verdicts: dict[tuple[Key, Key], tuple[str | None, list[int]]] = {}
         self._verdicts: dict[Key, dict[str, Verdict]] = {}
         self._explained: dict[Key, _Explained] = {}
@@ -144,15 +145,19 @@ class Placer:
             return reason, None
         return None, frozenset(ns.node.gpus[i].id for i in positions)
 
+    def _check_static(
+        self, ctx: PlaceContext, ns: NodeState, verdicts: dict[str, Verdict], key: Key
+    ) -> Verdict:
+        verdict = verdicts.get(ns.node.id)
+        if verdict is None:
+            verdict = verdicts[ns.node.id] = self._verdict(ctx, ns, key)
+        return verdict
+
     def _check(
         self, ctx: PlaceContext, ns: NodeState, verdicts: dict[str, Verdict], key: Key
     ) -> tuple[str | None, Choice | None]:
         """Why the node cannot hold one shard now, or the choice of devices it offers."""
-        nid = ns.node.id
-        verdict = verdicts.get(nid)
-        if verdict is None:
-            verdict = verdicts[nid] = self._verdict(ctx, ns, key)
-        reason, usable = verdict
+        reason, usable = self._check_static(ctx, ns, verdicts, key)
         if reason is not None:
             return reason, None
         gpus = ns.free_gpus if usable is None else [g for g in ns.free_gpus if g.id in usable]
@@ -170,6 +175,36 @@ class Placer:
         else:
             choice.picked = [g.id for g in pick_gpus(choice.gpus, ctx.profile.gpus)]
         return sum(s.score(ctx, ns, choice) for s in self.scorers)
+
+    def reach(self, model: Model, inv: Inventory) -> int:
+        """Devices in the fleet the model's first profile could ever use (static filters
+        only): the fewer, the sooner it should pick, before others take what only it can use."""
+        profile = model.profiles[0]
+        ctx = PlaceContext(model, profile)
+        key = self._key(model, profile)
+        cached = self._reach.get(key)
+        if cached is not None:
+            return cached
+        verdicts = self._verdicts.setdefault(key, {})
+        total = 0
+        for ns in inv.nodes.values():
+            reason, usable = self._check_static(ctx, ns, verdicts, key)
+            if reason is not None:
+                continue
+            if profile.mig_profile is not None:
+                total += sum(
+                    1
+                    for g in ns.node.gpus
+                    for sl in g.mig or ()
+                    if sl.profile == profile.mig_profile
+                )
+            elif usable is None:
+                total += sum(1 for g in ns.node.gpus if g.mig is None and g.healthy)
+            else:
+                total += len(usable)
+        if not self._by_model:
+            self._reach[key] = total
+        return total
 
     # ------------------------------------------------------------ one profile
 

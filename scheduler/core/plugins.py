@@ -203,12 +203,13 @@ def pick_gpus(gpus: list[GPU], k: int) -> list[GPU]:
 
 
 class BinPacking:
-    """Fill nodes already in use before empty ones: keeps whole nodes free for big shards."""
+    """Fill nodes already in use before empty ones: keeps whole nodes free for big shards.
+    Not for multi-node replicas, which take the roomiest nodes (see candidate_nodes)."""
 
     name = "bin-packing"
 
     def score(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> float:
-        if node.total_units == 0:
+        if node.total_units == 0 or ctx.profile.shards > 1:
             return 0.0
         return (node.used_units + len(choice.picked)) / node.total_units
 
