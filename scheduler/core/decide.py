@@ -23,7 +23,7 @@ from scheduler.core.models import (
 )
 from scheduler.core.placement import Placer, commit
 from scheduler.core.plugins import Plugins, default_filters, default_scorers
-from scheduler.core.preemption import VictimPool, borrowed_replicas, choose
+from scheduler.core.preemption import VictimPool, choose
 from scheduler.core.scaling import desired_replicas
 
 
@@ -139,8 +139,7 @@ def decide(snapshot: Snapshot, plugins: Plugins | None = None) -> Plan:
                         if settings.max_victims == 0:
                             break
                         if pool is None:
-                            borrowed = borrowed_replicas(snapshot, models_by_name)
-                            pool = VictimPool(snapshot, models_by_name, spoken_for, borrowed)
+                            pool = VictimPool(snapshot, models_by_name, spoken_for)
                         cands = pool.candidates(m, inv, live[m.name])
                         chosen = choose(m, cands, inv, settings.max_victims, placer)
                         for v in chosen:

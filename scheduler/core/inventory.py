@@ -63,6 +63,9 @@ class NodeState:
     used_units: int  # devices in use, for bin-packing
     total_units: int
     per_model: dict[str, int]  # replicas per model on this node, for spreading
+    # What the built-in static filters read of a node (eligibility, each device's model,
+    # memory and health): nodes of one shape get one verdict per profile.
+    shape: tuple[object, ...]
 
     def copy(self) -> NodeState:
         return NodeState(
@@ -74,6 +77,7 @@ class NodeState:
             self.used_units,
             self.total_units,
             dict(self.per_model),
+            self.shape,
         )
 
 
@@ -153,15 +157,25 @@ class Inventory:
             free_gpus: list[GPU] = []
             free_slices: dict[str, list[MigSlice]] = {}
             total = used_units = 0
+            shape: list[object] = [node.eligible]
             for gpu in node.gpus:
-                if gpu.mig is None:
+                mig = gpu.mig
+                shape.append(
+                    (
+                        gpu.model,
+                        gpu.memory_gb,
+                        gpu.healthy,
+                        None if mig is None else tuple((s.profile, s.healthy) for s in mig),
+                    )
+                )
+                if mig is None:
                     total += 1
                     if gpu.id in used:
                         used_units += 1
                     elif gpu.healthy:
                         free_gpus.append(gpu)
                     continue
-                for s in gpu.mig:
+                for s in mig:
                     total += 1
                     if s.id in used:
                         used_units += 1
@@ -180,6 +194,7 @@ class Inventory:
                 used_units,
                 total,
                 acc[1] if acc else {},
+                tuple(shape),
             )
         inv = cls(
             nodes,

@@ -37,7 +37,7 @@ class Victim:
     above_min: bool
 
 
-@dataclass
+@dataclass(slots=True)
 class _Entry:
     """What stays true of one live replica for the whole pass."""
 
@@ -73,22 +73,13 @@ def _within(have: Vec, cap: Vec) -> bool:
     return all(h <= c + 1e-9 for h, c in zip(have, cap, strict=True))
 
 
-def borrowed_replicas(snapshot: Snapshot, models: dict[str, Model]) -> set[str]:
+def _borrowed(live: list[tuple[Replica, Model, Vec]], quotas: dict[str, Quota]) -> set[str]:
     """Replicas held past their owner's guarantee: per guaranteed prefix, the newest beyond it.
-    Fixed for a whole pass (stops take effect only once Nomad reports them), so computed once."""
-    quotas = {q.owner: q for q in snapshot.quotas}
+    Fixed for a whole pass (stops take effect only once Nomad reports them)."""
     guarantees: dict[str, tuple[str, Vec] | None] = {}
-    needs: dict[tuple[str, str], Vec] = {}
     by_prefix: dict[str, list[tuple[datetime, str, Vec]]] = {}
     borrowed: set[str] = set()
-    for r in snapshot.replicas:
-        m = models.get(r.model)
-        if m is None or not r.counts:
-            continue
-        need = needs.get((r.model, r.profile))
-        if need is None:
-            prof = m.profile(r.profile)
-            need = needs[(r.model, r.profile)] = profile_need(prof) if prof else ZERO
+    for r, m, need in live:
         if m.owner not in guarantees:
             guarantees[m.owner] = _guarantee_of(m.owner, quotas)
         g = guarantees[m.owner]
@@ -99,11 +90,14 @@ def borrowed_replicas(snapshot: Snapshot, models: dict[str, Model]) -> set[str]:
     for prefix, reps in by_prefix.items():
         cap = _guarantee_of(prefix, quotas)
         assert cap is not None
-        total: Vec = ZERO
+        cap_gpus, cap_cpu, cap_mem = (c + 1e-9 for c in cap[1])
+        gpus = cpu = mem = 0.0
         reps.sort(key=lambda x: (x[0], x[1]))
         for _, rid, need in reps:
-            total = (total[0] + need[0], total[1] + need[1], total[2] + need[2])
-            if not _within(total, cap[1]):
+            gpus += need[0]
+            cpu += need[1]
+            mem += need[2]
+            if gpus > cap_gpus or cpu > cap_cpu or mem > cap_mem:
                 borrowed.add(rid)
     return borrowed
 
@@ -111,13 +105,7 @@ def borrowed_replicas(snapshot: Snapshot, models: dict[str, Model]) -> set[str]:
 class VictimPool:
     """Every live replica that could ever give way, grouped for quick, ordered asking."""
 
-    def __init__(
-        self,
-        snapshot: Snapshot,
-        models: dict[str, Model],
-        excluded: set[str],
-        borrowed: set[str],
-    ) -> None:
+    def __init__(self, snapshot: Snapshot, models: dict[str, Model], excluded: set[str]) -> None:
         now = snapshot.now
         settings = snapshot.settings
         self.quotas = {q.owner: q for q in snapshot.quotas}
@@ -127,32 +115,41 @@ class VictimPool:
         self._where: dict[str, GroupKey] = {}
         # Per model its live replicas newest first: the newest are the ones above its minimum.
         self._by_model: dict[str, list[str]] = {}
-        guarded: dict[str, bool] = {}
+        needs: dict[tuple[str, str], Vec] = {}
+        live: list[tuple[Replica, Model, Vec]] = []
         for r in snapshot.replicas:
             m = models.get(r.model)
-            if m is None or not r.counts or r.preempted_for:
-                continue  # not in the catalog (or invalid), stopping or already preempted
+            if m is None or not r.counts:
+                continue  # not in the catalog (or invalid), or stopping
+            need = needs.get((r.model, r.profile))
+            if need is None:
+                prof = m.profile(r.profile)
+                need = needs[(r.model, r.profile)] = profile_need(prof) if prof else ZERO
+            live.append((r, m, need))
+        borrowed = _borrowed(live, self.quotas)
+        guarded: dict[str, bool] = {}
+        grace = settings.eviction_grace_s
+        min_lifetime = settings.min_lifetime_s
+        for r, m, need in live:
+            if r.preempted_for:
+                continue  # already given way
             if m.owner not in guarded:
                 guarded[m.owner] = _guarantee_of(m.owner, self.quotas) is not None
             # Unknown use is not idleness (as in the Go original).
             idle = (now - r.last_used_at).total_seconds() if r.last_used_at else 0.0
-            prof = m.profile(r.profile)
-            need = profile_need(prof) if prof else ZERO
-            young = r.ready_at is not None and (
-                (now - r.ready_at).total_seconds() < settings.min_lifetime_s
-            )
-            multi_node = len({s.node for s in r.shards}) > 1
+            young = r.ready_at is not None and (now - r.ready_at).total_seconds() < min_lifetime
+            single_node = len(r.shards) <= 1 or len({s.node for s in r.shards}) == 1
             self._entries[r.id] = _Entry(
                 r,
                 m,
                 CLASS_RANK[m.class_],
                 idle,
-                m.scaling.on_demand and idle >= settings.eviction_grace_s,
+                m.scaling.on_demand and idle >= grace,
                 need[0],
                 need[2],
                 r.id in borrowed,
                 guarded[m.owner],
-                not young and not multi_node,
+                not young and single_node,
                 (-idle, need[0], need[2], r.id),
             )
             self._by_model.setdefault(r.model, []).append(r.id)
