@@ -807,6 +807,16 @@ def test_decide_is_deterministic(scn: Scenario) -> None:
         assert again.model_dump_json() == plan.model_dump_json()
         # A copy through JSON (as the CLI reads it) decides the same.
         assert decide(parse_snapshot(dump(snap))).model_dump_json() == plan.model_dump_json()
+        # The order Nomad and Consul list things in does not matter.
+        shuffled = snap.model_copy(
+            update={
+                "nodes": [n.model_copy(update={"gpus": n.gpus[::-1]}) for n in snap.nodes[::-1]],
+                "replicas": snap.replicas[::-1],
+                "models": snap.models[::-1],
+                "quotas": snap.quotas[::-1],
+            }
+        )
+        assert decide(shuffled).model_dump_json() == plan.model_dump_json()
 
 
 def check_all(snap: Snapshot, plan: Plan) -> list[tuple[str, str]]:
@@ -860,22 +870,105 @@ def test_no_replica_is_stopped_twice_in_one_plan(scn: Scenario) -> None:
         check_stopped_once(plan)
 
 
-@settings(PROPS, max_examples=40)
-@given(scenarios(small_settings=True), st.sampled_from([60.0, 30.0, 120.0]), st.booleans())
-def test_converges_without_taking_turns(scn: Scenario, advance_s: float, slow: bool) -> None:
-    """P8: with demand fixed the plans go quiet, and no two models preempt each other."""
+@dataclass
+class Run:
+    """A run with fixed demand after a scenario's history: every pass, checked."""
+
+    plans: list[tuple[Snapshot, Plan]]
+    turns: set[tuple[str, str]]  # (victim model, preempted for) over the history and the run
+    preemptors: list[set[str]]  # per pass of the run: models something was preempted for
+
+
+def run_fixed(scn: Scenario, advance_s: float, slow: bool, surge: int | None) -> Run:
     turns: set[tuple[str, str]] = set()
     snap: Snapshot | None = None
     for snap, plan in passes(scn):
         turns.update(check_all(snap, plan))
     assert snap is not None
-    quiet = 0
+    if surge is not None:
+        snap = with_demand(snap, {m.name: {"inflight": surge} for m in snap.models})
+    out = Run([], turns, [])
     for _ in range(24):
         plan = decide(snap)
-        turns.update(check_all(snap, plan))
-        quiet = 0 if plan.actions else quiet + 1
+        pairs = check_all(snap, plan)
+        turns.update(pairs)
+        out.plans.append((snap, plan))
+        out.preemptors.append({pf for _, pf in pairs})
         snap = step(snap, plan, advance_s, slow)
     note(f"preemptions (victim, for): {sorted(turns)}")
-    assert quiet >= 3, f"still acting after 24 passes: {[a.reason for a in plan.actions]}"
-    for victim, preemptor in turns:
-        assert (preemptor, victim) not in turns, f"{victim} and {preemptor} take turns"
+    return out
+
+
+RUNS = given(
+    scenarios(small_settings=True),
+    st.sampled_from([60.0, 30.0, 120.0]),
+    st.booleans(),
+    st.sampled_from([40, None, 8]),  # every model busy at once: they fight over the room
+)
+
+
+@settings(PROPS, max_examples=50)
+@RUNS
+def test_converges_without_taking_turns(
+    scn: Scenario, advance_s: float, slow: bool, surge: int | None
+) -> None:
+    """P8: with demand fixed the plans go quiet, and no two models preempt each other."""
+    run = run_fixed(scn, advance_s, slow, surge)
+    acting = [i for i, (_, plan) in enumerate(run.plans) if plan.actions]
+    last = run.plans[-1][1]
+    assert not acting or acting[-1] < len(run.plans) - 3, f"still acting: {last.actions}"
+    for victim, preemptor in run.turns:
+        assert (preemptor, victim) not in run.turns, f"{victim} and {preemptor} take turns"
+
+
+def _fail_2() -> Scenario:
+    """Two models preempt in one pass; the higher one then takes all the room freed."""
+
+    def model(name: str, cls: str, top: int) -> dict[str, Any]:
+        prof = {"name": "p0", "gpus": 1, "cpu_cores": 4}
+        return {
+            "name": name,
+            "owner": "org/a",
+            "class": cls,
+            "scaling": {"max": top},
+            "profiles": [prof],
+        }
+
+    gpus = [{"id": f"g{i}", "model": "NVIDIA H100 80GB HBM3", "memory_gb": 80} for i in range(8)]
+    base = {
+        "now": ts(T0),
+        "settings": {"eviction_grace_s": 0, "min_lifetime_s": 0, "preempt_hold_s": 0},
+        "nodes": [{"id": "n0", "name": "n0", "cpu_cores": 64, "memory_gb": 512, "gpus": gpus}],
+        "models": [
+            model("m0", "opportunistic", 2),
+            model("m1", "standard", 1),
+            model("m2", "critical", 2),
+        ],
+        "quotas": [{"owner": "org", "limit": {"cpu_cores": 8}}],
+    }
+    return Scenario(base, [({"m0": {"inflight": 40}}, 700.0)], slow_stops=False)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="core bug: room preempted for one model is taken by another in the next pass "
+    "(see .helper/props/fail-2.json and the report)",
+)
+@settings(PROPS, max_examples=50)
+@example(_fail_2(), 60.0, False, 40)
+@RUNS
+def test_preempted_room_goes_to_the_model_it_was_taken_for(
+    scn: Scenario, advance_s: float, slow: bool, surge: int | None
+) -> None:
+    """Victims are stopped only if the model then fits: so within a few passes it starts."""
+    run = run_fixed(scn, advance_s, slow, surge)
+    owed: dict[str, int] = {}  # model -> passes left for the room it preempted to pay off
+    for (_, plan), preemptors in zip(run.plans, run.preemptors, strict=True):
+        for name, status in plan.models.items():
+            if status.live >= status.desired or any(a.model == name for a in starts_of(plan)):
+                owed.pop(name, None)
+        for name in list(owed):
+            owed[name] -= 1
+            assert owed[name] > 0, f"{name} preempted, yet got no start once the room was free"
+        for name in preemptors:
+            owed.setdefault(name, 3)
