@@ -86,7 +86,6 @@ def decide(snapshot: Snapshot, plugins: Plugins | None = None) -> Plan:
     stops: list[StopAction] = []
     starts: list[StartAction] = []
     statuses: dict[str, ModelStatus] = {}
-    models_by_name = {m.name: m for m in snapshot.models}
     settings = snapshot.settings
     # Replicas stopped for a model and still on their way out: it waits for them (rule 5).
     awaiting = {r.preempted_for for r in snapshot.replicas if r.preempted_for and not r.counts}
@@ -139,7 +138,7 @@ def decide(snapshot: Snapshot, plugins: Plugins | None = None) -> Plan:
                         if settings.max_victims == 0:
                             break
                         if pool is None:
-                            pool = VictimPool(snapshot, models_by_name, spoken_for)
+                            pool = VictimPool(snapshot, inv, spoken_for)
                         cands = pool.candidates(m, inv, live[m.name])
                         chosen = choose(m, cands, inv, settings.max_victims, placer)
                         for v in chosen:

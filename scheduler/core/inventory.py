@@ -27,6 +27,25 @@ from scheduler.core.models import (
 
 Vec = tuple[float, float, float]  # gpus, cpu_cores, memory_gb
 ZERO: Vec = (0.0, 0.0, 0.0)
+# A replica that counts, of a model in the catalog: what one replica of its profile needs
+# (all shards together), and whether it is on one node.
+LiveReplica = tuple[Replica, Model, Vec, bool]
+# What the built-in static filters read of each GPU (with its MIG slices kept apart).
+# Order does not matter to them, so alike nodes with their MIG GPUs in other places are one
+# shape: eligible, then (model, memory, healthy) of each whole GPU and (model, memory,
+# healthy, any slice healthy) of each MIG GPU, sorted.
+Shape = tuple[bool, tuple[tuple[str, float, bool], ...], tuple[tuple[str, float, bool, bool], ...]]
+
+
+def _gpu_kinds(shapes: dict[Shape, int]) -> dict[tuple[str, float], int]:
+    """Healthy whole GPUs on eligible nodes by (model, memory)."""
+    kinds: dict[tuple[str, float], int] = {}
+    for (eligible, whole, _), n in shapes.items():
+        if eligible:
+            for model, memory, healthy in whole:
+                if healthy:
+                    kinds[(model, memory)] = kinds.get((model, memory), 0) + n
+    return kinds
 
 
 @cache
@@ -65,7 +84,7 @@ class NodeState:
     per_model: dict[str, int]  # replicas per model on this node, for spreading
     # What the built-in static filters read of a node (eligibility, each device's model,
     # memory and health): nodes of one shape get one verdict per profile.
-    shape: tuple[object, ...]
+    shape: Shape
 
     def copy(self) -> NodeState:
         return NodeState(
@@ -93,6 +112,11 @@ class Inventory:
     replicas: dict[str, Replica]
     models: dict[str, Model]
     slice_share: dict[str, float]  # MIG slice id -> the share of a GPU it counts as
+    live: list[LiveReplica]
+    # Healthy devices on eligible nodes, used or not: whole GPUs by (model, memory), slices
+    # by MIG profile. How much of the fleet a profile could ever use.
+    gpu_kinds: dict[tuple[str, float], int]
+    slice_kinds: dict[str, int]
     released: set[str] = field(default_factory=set)
     _owned: set[str] = field(default_factory=set)  # node ids this copy may mutate in place
     # Bumped on every change, so what was worked out about a state can be reused while it holds.
@@ -114,7 +138,8 @@ class Inventory:
         used: set[str] = set()
         per_node: dict[str, tuple[list[float], dict[str, int]]] = {}  # cpu, memory; per model
         per_owner: dict[str, list[float]] = {}
-        sizes: dict[tuple[str, str], tuple[float, float, str | None]] = {}
+        sizes: dict[tuple[str, str], tuple[float, float, Model | None, Vec]] = {}
+        live: list[LiveReplica] = []
         for rep in snap.replicas:
             size = sizes.get((rep.model, rep.profile))
             if size is None:
@@ -123,9 +148,15 @@ class Inventory:
                 size = sizes[(rep.model, rep.profile)] = (
                     prof.cpu_cores if prof else 0.0,
                     prof.memory_gb if prof else 0.0,
-                    model.owner if model else None,
+                    model,
+                    profile_need(prof) if prof else ZERO,
                 )
-            cpu, mem, owner = size
+            cpu, mem, model, need = size
+            owner = model.owner if model is not None else None
+            if model is not None and rep.state != "stopping":
+                shards = rep.shards
+                one_node = len(shards) <= 1 or len({sh.node for sh in shards}) == 1
+                live.append((rep, model, need, one_node))
             gpus = 0.0
             for sh in rep.shards:
                 devs = sh.gpus
@@ -153,34 +184,40 @@ class Inventory:
             for p in owner_prefixes(owner):
                 usage[p] = add(usage.get(p, ZERO), (tot[0], tot[1], tot[2]))
         nodes: dict[str, NodeState] = {}
+        shapes: dict[Shape, int] = {}
+        slice_kinds: dict[str, int] = {}  # healthy slices on eligible nodes by MIG profile
         for node in sorted(snap.nodes, key=lambda n: n.id):
             free_gpus: list[GPU] = []
             free_slices: dict[str, list[MigSlice]] = {}
             total = used_units = 0
-            shape: list[object] = [node.eligible]
+            whole_shape: list[tuple[str, float, bool]] = []
+            mig_shape: list[tuple[str, float, bool, bool]] = []
+            eligible = node.eligible
             for gpu in node.gpus:
                 mig = gpu.mig
-                shape.append(
-                    (
-                        gpu.model,
-                        gpu.memory_gb,
-                        gpu.healthy,
-                        None if mig is None else tuple((s.profile, s.healthy) for s in mig),
-                    )
-                )
                 if mig is None:
                     total += 1
+                    whole_shape.append((gpu.model, gpu.memory_gb, gpu.healthy))
                     if gpu.id in used:
                         used_units += 1
                     elif gpu.healthy:
                         free_gpus.append(gpu)
                     continue
+                any_ok = False
                 for s in mig:
                     total += 1
+                    any_ok = any_ok or s.healthy
+                    if s.healthy and gpu.healthy and eligible:
+                        slice_kinds[s.profile] = slice_kinds.get(s.profile, 0) + 1
                     if s.id in used:
                         used_units += 1
                     elif s.healthy and gpu.healthy:
                         free_slices.setdefault(s.profile, []).append(s)
+                mig_shape.append((gpu.model, gpu.memory_gb, gpu.healthy, any_ok))
+            whole_shape.sort()
+            mig_shape.sort()
+            shape = (eligible, tuple(whole_shape), tuple(mig_shape))
+            shapes[shape] = shapes.get(shape, 0) + 1
             free_gpus.sort(key=lambda g: g.id)
             for lst in free_slices.values():
                 lst.sort(key=lambda s: s.id)
@@ -194,8 +231,9 @@ class Inventory:
                 used_units,
                 total,
                 acc[1] if acc else {},
-                tuple(shape),
+                shape,
             )
+        gpu_kinds = _gpu_kinds(shapes)
         inv = cls(
             nodes,
             {},
@@ -206,6 +244,9 @@ class Inventory:
             {r.id: r for r in snap.replicas},
             models,
             slice_share,
+            live,
+            gpu_kinds,
+            slice_kinds,
             set(),
             set(nodes),
         )
@@ -224,6 +265,9 @@ class Inventory:
             self.replicas,
             self.models,
             self.slice_share,
+            self.live,
+            self.gpu_kinds,
+            self.slice_kinds,
             set(self.released),
             set(),
             self.version,

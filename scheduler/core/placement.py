@@ -14,15 +14,26 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from scheduler.core.inventory import Inventory, NodeState, profile_need
+from scheduler.core.inventory import Inventory, NodeState, Shape, profile_need
 from scheduler.core.models import Model, Profile, ProfileTrial, Shard
-from scheduler.core.plugins import Choice, Filter, PlaceContext, Scorer, is_static, pick_gpus
+from scheduler.core.plugins import (
+    Choice,
+    Filter,
+    PlaceContext,
+    Scorer,
+    is_static,
+    memory_suffices,
+    model_matches,
+    pick_gpus,
+)
 
 MIN_LIMIT = 3  # feasible nodes scored per shard search, at least
 
 # A static verdict: the reason a node can never hold the profile, or the ids of the node's
 # GPUs that may serve it (None: every one).
-Verdict = tuple[str | None, frozenset[str] | None]
+# A static verdict: the reason a node can never hold the profile, or which of its GPUs may
+# serve it, by id (when extra filters run) or by (model, memory) kind; None, None: every one.
+Verdict = tuple[str | None, frozenset[str] | None, frozenset[tuple[str, float]] | None]
 Key = tuple[object, ...]
 
 
@@ -90,7 +101,7 @@ class Placer:
         self._by_model = extra
         self._reach: dict[Key, int] = {}
         self._class_members: dict[Key, list[NodeState]] = {}
-        self._class_verdicts: dict[tuple[Key, Key], tuple[str | None, list[int]]] = {}
+        self._class_verdicts: dict[tuple[Key, Shape], Verdict] = {}
         self._verdicts: dict[Key, dict[str, Verdict]] = {}
         self._explained: dict[Key, _Explained] = {}
         self.failures: dict[tuple[str, str], Failure] = {}
@@ -103,31 +114,30 @@ class Placer:
         models = tuple(profile.gpu_models) if profile.gpu_models is not None else None
         return (profile.gpus, profile.gpu_memory_gb, models, profile.mig_profile)
 
-    def _run_static(self, ctx: PlaceContext, ns: NodeState) -> tuple[str | None, list[int]]:
-        """The static filters on a node: a reason, or the positions of the GPUs that serve."""
+    def _run_static(self, ctx: PlaceContext, ns: NodeState) -> Verdict:
+        """The static filters on a node's healthy whole GPUs: a reason, or which GPUs serve."""
         whole = [g for g in ns.node.gpus if g.mig is None and g.healthy]
         choice = Choice(gpus=whole)
         for f in self.static:
             reason = f.filter(ctx, ns, choice)
             if reason is not None:
-                return reason, []
+                return reason, None, None
         if len(choice.gpus) == len(whole):
-            return None, [-1]  # all of them
-        kept = {g.id for g in choice.gpus}
-        return None, [i for i, g in enumerate(ns.node.gpus) if g.id in kept]
+            return None, None, None  # all of them
+        if self._by_model:
+            return None, frozenset(g.id for g in choice.gpus), None
+        # The built-in filters keep or drop every GPU of one (model, memory) alike, so the kinds
+        # kept say which serve on any node of the shape.
+        return None, None, frozenset((g.model, g.memory_gb) for g in choice.gpus)
 
     def _verdict(self, ctx: PlaceContext, ns: NodeState, key: Key) -> Verdict:
         if self._by_model:
-            reason, positions = self._run_static(ctx, ns)
-        else:
-            ck = (key, ns.shape)
-            found = self._class_verdicts.get(ck)
-            if found is None:
-                found = self._class_verdicts[ck] = self._run_static(ctx, ns)
-            reason, positions = found
-        if reason is not None or positions == [-1]:
-            return reason, None
-        return None, frozenset(ns.node.gpus[i].id for i in positions)
+            return self._run_static(ctx, ns)
+        ck = (key, ns.shape)
+        found = self._class_verdicts.get(ck)
+        if found is None:
+            found = self._class_verdicts[ck] = self._run_static(ctx, ns)
+        return found
 
     def _check_static(
         self, ctx: PlaceContext, ns: NodeState, verdicts: dict[str, Verdict], key: Key
@@ -141,10 +151,20 @@ class Placer:
         self, ctx: PlaceContext, ns: NodeState, verdicts: dict[str, Verdict], key: Key
     ) -> tuple[str | None, Choice | None]:
         """Why the node cannot hold one shard now, or the choice of devices it offers."""
-        reason, usable = self._check_static(ctx, ns, verdicts, key)
-        if reason is not None:
-            return reason, None
-        gpus = ns.free_gpus if usable is None else [g for g in ns.free_gpus if g.id in usable]
+        verdict = self._check_static(ctx, ns, verdicts, key)
+        if verdict[0] is not None:
+            return verdict[0], None
+        return self._check_dynamic(ctx, ns, verdict)
+
+    def _check_dynamic(
+        self, ctx: PlaceContext, ns: NodeState, verdict: Verdict
+    ) -> tuple[str | None, Choice | None]:
+        _, ids, kinds = verdict
+        gpus = ns.free_gpus
+        if ids is not None:
+            gpus = [g for g in gpus if g.id in ids]
+        elif kinds is not None:
+            gpus = [g for g in gpus if (g.model, g.memory_gb) in kinds]
         choice = Choice(gpus=gpus)
         for f in self.dynamic:
             reason = f.filter(ctx, ns, choice)
@@ -161,42 +181,31 @@ class Placer:
         return sum(s.score(ctx, ns, choice) for s in self.scorers)
 
     def reach(self, model: Model, inv: Inventory) -> int:
-        """Devices in the fleet the model's first profile could ever use (static filters
-        only): the fewer, the sooner it should pick, before others take what only it can use."""
+        """Healthy devices on eligible nodes that the model's first profile could ever use, by
+        GPU model and memory (or MIG profile): the fewer, the sooner it should pick, before
+        others take what only it can use. An ordering hint, so extra filters are not asked."""
         profile = model.profiles[0]
+        if profile.mig_profile is not None:
+            return inv.slice_kinds.get(profile.mig_profile, 0)
         key = self._key(model, profile)
         cached = self._reach.get(key)
-        if cached is not None:
-            return cached
-        ctx = PlaceContext(model, profile)
-        if self._by_model:  # an extra static filter may tell alike nodes apart
-            total = sum(self._devices_for(ctx, ns, key) for ns in inv.nodes.values())
-        else:
-            if not self._class_members:
-                for ns in inv.nodes.values():
-                    members = self._class_members.setdefault(ns.shape, [])
-                    members.append(ns)
-            total = sum(
-                self._devices_for(ctx, members[0], key) * len(members)
-                for members in self._class_members.values()
+        if cached is None:
+            cached = self._reach[key] = sum(
+                n
+                for (gpu_model, memory), n in inv.gpu_kinds.items()
+                if model_matches(profile, gpu_model) and memory_suffices(profile, memory)
             )
-        self._reach[key] = total
-        return total
+        return cached
 
-    def _devices_for(self, ctx: PlaceContext, ns: NodeState, key: Key) -> int:
-        reason, usable = self._verdict(ctx, ns, key)
-        if reason is not None:
-            return 0
-        gpus = ns.node.gpus
-        if ctx.profile.mig_profile is not None:
-            return sum(
-                1 for g in gpus for sl in g.mig or () if sl.profile == ctx.profile.mig_profile
-            )
-        return (
-            len(usable)
-            if usable is not None
-            else sum(1 for g in gpus if g.mig is None and g.healthy)
-        )
+    def _shapes(self, inv: Inventory) -> list[list[NodeState]]:
+        """Nodes grouped by shape (in id order), or one group per node when an extra static
+        filter may tell alike nodes apart. Static facts only: any inventory of the pass will do."""
+        if self._by_model:
+            return [[ns] for ns in inv.nodes.values()]
+        if not self._class_members:
+            for ns in inv.nodes.values():
+                self._class_members.setdefault(ns.shape, []).append(ns)
+        return list(self._class_members.values())
 
     # ------------------------------------------------------------ one profile
 
@@ -206,8 +215,15 @@ class Placer:
         key = self._key(ctx.model, ctx.profile)
         verdicts = self._verdicts.setdefault(key, {})
         found: list[tuple[str, Choice]] = []
+        nodes = inv.nodes
         for nid in node_ids:
-            _, choice = self._check(ctx, inv.nodes[nid], verdicts, key)
+            # The static verdict inline: most nodes a walk visits end here.
+            verdict = verdicts.get(nid)
+            if verdict is None:
+                verdict = verdicts[nid] = self._verdict(ctx, nodes[nid], key)
+            if verdict[0] is not None:
+                continue
+            _, choice = self._check_dynamic(ctx, nodes[nid], verdict)
             if choice is not None:
                 found.append((nid, choice))
                 if len(found) == want:
@@ -253,11 +269,22 @@ class Placer:
         seen = self._explained.get(key)
         if seen is None or seen.inv is not inv:
             seen = self._explained[key] = _Explained(inv, inv.version, {}, {})
-            for nid, ns in inv.nodes.items():
-                seen.set(nid, self._check(ctx, ns, verdicts, vkey)[0])
+            for members in self._shapes(inv):
+                if self._by_model:
+                    ns = inv.nodes[members[0].node.id]
+                    seen.set(ns.node.id, self._check(ctx, ns, verdicts, vkey)[0])
+                    continue
+                verdict = self._verdict(ctx, members[0], vkey)
+                if verdict[0] is not None:  # static: the same for every node of the shape
+                    seen.counts[verdict[0]] = seen.counts.get(verdict[0], 0) + len(members)
+                    continue
+                for member in members:
+                    ns = inv.nodes[member.node.id]
+                    seen.set(ns.node.id, self._check_dynamic(ctx, ns, verdict)[0])
         elif seen.version != inv.version:
             for nid in sorted(inv.changed_since(seen.version)):
-                seen.set(nid, self._check(ctx, inv.nodes[nid], verdicts, vkey)[0])
+                if nid in seen.reasons:  # the others failed a static filter
+                    seen.set(nid, self._check(ctx, inv.nodes[nid], verdicts, vkey)[0])
             seen.version = inv.version
         return {r: n for r, n in sorted(seen.counts.items()) if n}
 

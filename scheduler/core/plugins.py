@@ -83,6 +83,18 @@ class DeviceHealth:
         return None
 
 
+def model_matches(profile: Profile, gpu_model: str) -> bool:
+    """A profile's `gpu_models` are substrings of the product name (`H100` matches
+    `NVIDIA H100 80GB HBM3`); none listed matches any."""
+    wanted = profile.gpu_models
+    return not wanted or any(w in gpu_model for w in wanted)
+
+
+def memory_suffices(profile: Profile, memory_gb: float) -> bool:
+    need = profile.gpu_memory_gb
+    return need is None or memory_gb + 1e-9 >= need
+
+
 class GPUModelMatch:
     """Whole GPUs whose product name contains one of the profile's `gpu_models`."""
 
@@ -90,12 +102,12 @@ class GPUModelMatch:
     static = True
 
     def filter(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> str | None:
-        wanted = ctx.profile.gpu_models
-        if ctx.profile.is_mig or not wanted:
+        p = ctx.profile
+        if p.is_mig or not p.gpu_models:
             return None
-        choice.gpus = [g for g in choice.gpus if any(w in g.model for w in wanted)]
+        choice.gpus = [g for g in choice.gpus if model_matches(p, g.model)]
         if not choice.gpus and not any(
-            any(w in g.model for w in wanted) for g in node.node.gpus if g.mig is None
+            model_matches(p, g.model) for g in node.node.gpus if g.mig is None
         ):
             return "no matching GPU model"
         return None
@@ -106,11 +118,11 @@ class GPUMemory:
     static = True
 
     def filter(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> str | None:
-        need = ctx.profile.gpu_memory_gb
-        if ctx.profile.is_mig or need is None:
+        p = ctx.profile
+        if p.is_mig or p.gpu_memory_gb is None:
             return None
         before = len(choice.gpus)
-        choice.gpus = [g for g in choice.gpus if g.memory_gb + 1e-9 >= need]
+        choice.gpus = [g for g in choice.gpus if memory_suffices(p, g.memory_gb)]
         if before >= ctx.profile.gpus > len(choice.gpus):
             return "too little GPU memory"
         return None

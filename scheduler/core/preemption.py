@@ -16,7 +16,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
-from scheduler.core.inventory import ZERO, Inventory, Vec, owner_prefixes, profile_need
+from scheduler.core.inventory import (
+    ZERO,
+    Inventory,
+    LiveReplica,
+    Vec,
+    owner_prefixes,
+    profile_need,
+)
 from scheduler.core.models import CLASS_RANK, Model, Quota, Replica, Snapshot
 from scheduler.core.placement import Placer
 
@@ -73,13 +80,13 @@ def _within(have: Vec, cap: Vec) -> bool:
     return all(h <= c + 1e-9 for h, c in zip(have, cap, strict=True))
 
 
-def _borrowed(live: list[tuple[Replica, Model, Vec]], quotas: dict[str, Quota]) -> set[str]:
+def _borrowed(live: list[LiveReplica], quotas: dict[str, Quota]) -> set[str]:
     """Replicas held past their owner's guarantee: per guaranteed prefix, the newest beyond it.
     Fixed for a whole pass (stops take effect only once Nomad reports them)."""
     guarantees: dict[str, tuple[str, Vec] | None] = {}
     by_prefix: dict[str, list[tuple[datetime, str, Vec]]] = {}
     borrowed: set[str] = set()
-    for r, m, need in live:
+    for r, m, need, _ in live:
         if m.owner not in guarantees:
             guarantees[m.owner] = _guarantee_of(m.owner, quotas)
         g = guarantees[m.owner]
@@ -105,7 +112,7 @@ def _borrowed(live: list[tuple[Replica, Model, Vec]], quotas: dict[str, Quota]) 
 class VictimPool:
     """Every live replica that could ever give way, grouped for quick, ordered asking."""
 
-    def __init__(self, snapshot: Snapshot, models: dict[str, Model], excluded: set[str]) -> None:
+    def __init__(self, snapshot: Snapshot, inv: Inventory, excluded: set[str]) -> None:
         now = snapshot.now
         settings = snapshot.settings
         self.quotas = {q.owner: q for q in snapshot.quotas}
@@ -115,22 +122,12 @@ class VictimPool:
         self._where: dict[str, GroupKey] = {}
         # Per model its live replicas newest first: the newest are the ones above its minimum.
         self._by_model: dict[str, list[str]] = {}
-        needs: dict[tuple[str, str], Vec] = {}
-        live: list[tuple[Replica, Model, Vec]] = []
-        for r in snapshot.replicas:
-            m = models.get(r.model)
-            if m is None or not r.counts:
-                continue  # not in the catalog (or invalid), or stopping
-            need = needs.get((r.model, r.profile))
-            if need is None:
-                prof = m.profile(r.profile)
-                need = needs[(r.model, r.profile)] = profile_need(prof) if prof else ZERO
-            live.append((r, m, need))
-        borrowed = _borrowed(live, self.quotas)
+        borrowed = _borrowed(inv.live, self.quotas)
         guarded: dict[str, bool] = {}
         grace = settings.eviction_grace_s
         min_lifetime = settings.min_lifetime_s
-        for r, m, need in live:
+        ages: dict[str, list[tuple[datetime, str]]] = {}
+        for r, m, need, single_node in inv.live:
             if r.preempted_for:
                 continue  # already given way
             if m.owner not in guarded:
@@ -138,7 +135,6 @@ class VictimPool:
             # Unknown use is not idleness (as in the Go original).
             idle = (now - r.last_used_at).total_seconds() if r.last_used_at else 0.0
             young = r.ready_at is not None and (now - r.ready_at).total_seconds() < min_lifetime
-            single_node = len(r.shards) <= 1 or len({s.node for s in r.shards}) == 1
             self._entries[r.id] = _Entry(
                 r,
                 m,
@@ -152,17 +148,17 @@ class VictimPool:
                 not young and single_node,
                 (-idle, need[0], need[2], r.id),
             )
-            self._by_model.setdefault(r.model, []).append(r.id)
-        for name, ids in self._by_model.items():
-            ids.sort(
-                key=lambda rid: (self._entries[rid].replica.created_at, rid),
-                reverse=True,
-            )
-            self._regroup(name)
+            ages.setdefault(r.model, []).append((r.created_at, r.id))
+        for name, pairs in ages.items():
+            pairs.sort(reverse=True)
+            self._by_model[name] = [rid for _, rid in pairs]
+            self._regroup(name, initial=True)
+        for group in self._groups.values():
+            group.sort()
 
-    def _regroup(self, model: str) -> None:
+    def _regroup(self, model: str, initial: bool = False) -> None:
         """(Re)file a model's replicas: which are above its minimum depends on how many of
-        them this pass has not already stopped."""
+        them this pass has not already stopped. The first filing appends; the caller sorts."""
         ids = [rid for rid in self._by_model[model] if rid not in self.excluded]
         if not ids:
             return
@@ -184,7 +180,10 @@ class VictimPool:
                 continue
             if old is not None:
                 self._groups[old].remove((e.order, rid))
-            insort(self._groups.setdefault(key, []), (e.order, rid))
+            if initial:
+                self._groups.setdefault(key, []).append((e.order, rid))
+            else:
+                insort(self._groups.setdefault(key, []), (e.order, rid))
             self._where[rid] = key
 
     def exclude(self, replica_id: str) -> None:
