@@ -15,7 +15,6 @@ from scheduler.core.models import (
     ModelStatus,
     Plan,
     ProfileTrial,
-    Replica,
     Snapshot,
     StartAction,
     StopAction,
@@ -67,28 +66,25 @@ def decide(snapshot: Snapshot, plugins: Plugins | None = None) -> Plan:
     inv = Inventory.build(snapshot)
     now = snapshot.now
     now_s = now.isoformat()
-    reps_by_model: dict[str, list[Replica]] = {}
-    for r in snapshot.replicas:
-        reps_by_model.setdefault(r.model, []).append(r)
+    reps_by_model = inv.by_model
+    grace = snapshot.settings.eviction_grace_s
     desired: dict[str, int] = {}
     live: dict[str, int] = {}
     for m in snapshot.models:
         reps = reps_by_model.get(m.name, [])
-        desired[m.name] = desired_replicas(
-            m, snapshot.demand.get(m.name), reps, now, snapshot.settings.eviction_grace_s
-        )
-        live[m.name] = sum(1 for r in reps if r.counts)
+        desired[m.name] = desired_replicas(m, snapshot.demand.get(m.name), reps, now, grace)
+        live[m.name] = inv.live_count.get(m.name, 0)
     holds: dict[str, Hold] = {}
     for name, h in sorted(snapshot.holds.items()):
         if now < h.until and h.for_ in desired and live[h.for_] < desired[h.for_]:
             holds[name] = h
-    taken_ids = {r.id for r in snapshot.replicas}
+    taken_ids = set(inv.replicas)
     stops: list[StopAction] = []
     starts: list[StartAction] = []
     statuses: dict[str, ModelStatus] = {}
     settings = snapshot.settings
     # Replicas stopped for a model and still on their way out: it waits for them (rule 5).
-    awaiting = {r.preempted_for for r in snapshot.replicas if r.preempted_for and not r.counts}
+    awaiting = inv.stopping_for
     spoken_for: set[str] = set()  # replicas this pass already stops
     pool: VictimPool | None = None  # built on the first preemption attempt only
 
@@ -99,9 +95,11 @@ def decide(snapshot: Snapshot, plugins: Plugins | None = None) -> Plan:
             spoken_for.add(replica_id)
 
     def order_key(m: Model) -> tuple[int, bool, int, float, str]:
-        # Only models that will place need the reach (models not placing keep their place).
-        growing = live[m.name] < desired[m.name]
-        return _order_key(m, live[m.name], placer.reach(m, inv) if growing else 0)
+        # Only models that will place need reach and size (the others keep their place).
+        have = live[m.name]
+        if have >= desired[m.name]:
+            return (-CLASS_RANK[m.class_], have >= m.scaling.min, 0, 0.0, m.name)
+        return _order_key(m, have, placer.reach(m, inv))
 
     for m in sorted(snapshot.models, key=order_key):
         want, have = desired[m.name], live[m.name]

@@ -12,6 +12,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from functools import cache
+from operator import attrgetter
 
 from scheduler.core.models import (
     GPU,
@@ -30,6 +31,7 @@ ZERO: Vec = (0.0, 0.0, 0.0)
 # A replica that counts, of a model in the catalog: what one replica of its profile needs
 # (all shards together), and whether it is on one node.
 LiveReplica = tuple[Replica, Model, Vec, bool]
+_BY_ID = attrgetter("id")
 # What the built-in static filters read of each GPU (with its MIG slices kept apart).
 # Order does not matter to them, so alike nodes with their MIG GPUs in other places are one
 # shape: eligible, then (model, memory, healthy) of each whole GPU and (model, memory,
@@ -113,6 +115,9 @@ class Inventory:
     models: dict[str, Model]
     slice_share: dict[str, float]  # MIG slice id -> the share of a GPU it counts as
     live: list[LiveReplica]
+    by_model: dict[str, list[Replica]]  # every replica, per model name
+    live_count: dict[str, int]  # replicas that count, per model name
+    stopping_for: set[str]  # models that replicas preempted for them are still stopping for
     # Healthy devices on eligible nodes, used or not: whole GPUs by (model, memory), slices
     # by MIG profile. How much of the fleet a profile could ever use.
     gpu_kinds: dict[tuple[str, float], int]
@@ -136,46 +141,59 @@ class Inventory:
                 for s in gpu.mig or ():
                     slice_share[s.id] = mig_fraction(s.profile)
         used: set[str] = set()
-        per_node: dict[str, tuple[list[float], dict[str, int]]] = {}  # cpu, memory; per model
+        node_cpu: dict[str, float] = {}
+        node_mem: dict[str, float] = {}
+        per_model: dict[str, dict[str, int]] = {}
         per_owner: dict[str, list[float]] = {}
         sizes: dict[tuple[str, str], tuple[float, float, Model | None, Vec]] = {}
         live: list[LiveReplica] = []
+        by_model: dict[str, list[Replica]] = {}
+        live_count: dict[str, int] = {}
+        stopping_for: set[str] = set()
+        shares = slice_share.keys()
         for rep in snap.replicas:
-            size = sizes.get((rep.model, rep.profile))
+            name = rep.model
+            shards = rep.shards
+            by_model.setdefault(name, []).append(rep)
+            counts = rep.state != "stopping"
+            if counts:
+                live_count[name] = live_count.get(name, 0) + 1
+            elif rep.preempted_for:
+                stopping_for.add(rep.preempted_for)
+            size = sizes.get((name, rep.profile))
             if size is None:
-                model = models.get(rep.model)
+                model = models.get(name)
                 prof = model.profile(rep.profile) if model else None
-                size = sizes[(rep.model, rep.profile)] = (
+                size = sizes[(name, rep.profile)] = (
                     prof.cpu_cores if prof else 0.0,
                     prof.memory_gb if prof else 0.0,
                     model,
                     profile_need(prof) if prof else ZERO,
                 )
             cpu, mem, model, need = size
-            owner = model.owner if model is not None else None
-            if model is not None and rep.state != "stopping":
-                shards = rep.shards
+            if model is not None and counts:
                 one_node = len(shards) <= 1 or len({sh.node for sh in shards}) == 1
                 live.append((rep, model, need, one_node))
             gpus = 0.0
-            for sh in rep.shards:
+            for sh in shards:
                 devs = sh.gpus
                 used.update(devs)
-                acc = per_node.get(sh.node)
-                if acc is None:
-                    acc = per_node[sh.node] = ([0.0, 0.0], {})
-                acc[0][0] += cpu
-                acc[0][1] += mem
-                acc[1][rep.model] = acc[1].get(rep.model, 0) + 1
-                if slice_share and not slice_share.keys().isdisjoint(devs):
-                    gpus += sum(slice_share.get(d, 1.0) for d in devs)
-                else:
+                node_id = sh.node
+                node_cpu[node_id] = node_cpu.get(node_id, 0.0) + cpu
+                node_mem[node_id] = node_mem.get(node_id, 0.0) + mem
+                pm = per_model.get(node_id)
+                if pm is None:
+                    pm = per_model[node_id] = {}
+                pm[name] = pm.get(name, 0) + 1
+                if shares.isdisjoint(devs):
                     gpus += len(devs)
-            if owner is not None:
-                n = len(rep.shards)
-                tot = per_owner.get(owner)
+                else:
+                    gpus += sum(slice_share.get(d, 1.0) for d in devs)
+            if model is not None:
+                n = len(shards)
+                tot = per_owner.get(model.owner)
                 if tot is None:
-                    tot = per_owner[owner] = [0.0, 0.0, 0.0]
+                    tot = per_owner[model.owner] = [0.0, 0.0, 0.0]
                 tot[0] += gpus
                 tot[1] += cpu * n
                 tot[2] += mem * n
@@ -218,19 +236,18 @@ class Inventory:
             mig_shape.sort()
             shape = (eligible, tuple(whole_shape), tuple(mig_shape))
             shapes[shape] = shapes.get(shape, 0) + 1
-            free_gpus.sort(key=lambda g: g.id)
+            free_gpus.sort(key=_BY_ID)
             for lst in free_slices.values():
-                lst.sort(key=lambda s: s.id)
-            acc = per_node.get(node.id)
+                lst.sort(key=_BY_ID)
             nodes[node.id] = NodeState(
                 node,
                 free_gpus,
                 free_slices,
-                node.cpu_cores - (acc[0][0] if acc else 0.0),
-                node.memory_gb - (acc[0][1] if acc else 0.0),
+                node.cpu_cores - node_cpu.get(node.id, 0.0),
+                node.memory_gb - node_mem.get(node.id, 0.0),
                 used_units,
                 total,
-                acc[1] if acc else {},
+                per_model.get(node.id, {}),
                 shape,
             )
         gpu_kinds = _gpu_kinds(shapes)
@@ -245,6 +262,9 @@ class Inventory:
             models,
             slice_share,
             live,
+            by_model,
+            live_count,
+            stopping_for,
             gpu_kinds,
             slice_kinds,
             set(),
@@ -266,6 +286,9 @@ class Inventory:
             self.models,
             self.slice_share,
             self.live,
+            self.by_model,
+            self.live_count,
+            self.stopping_for,
             self.gpu_kinds,
             self.slice_kinds,
             set(self.released),

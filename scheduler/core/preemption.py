@@ -80,27 +80,30 @@ def _within(have: Vec, cap: Vec) -> bool:
     return all(h <= c + 1e-9 for h, c in zip(have, cap, strict=True))
 
 
-def _borrowed(live: list[LiveReplica], quotas: dict[str, Quota]) -> set[str]:
+def _age(live: LiveReplica) -> tuple[datetime, str]:
+    return live[0].created_at, live[0].id
+
+
+def _borrowed(oldest_first: list[LiveReplica], quotas: dict[str, Quota]) -> set[str]:
     """Replicas held past their owner's guarantee: per guaranteed prefix, the newest beyond it.
     Fixed for a whole pass (stops take effect only once Nomad reports them)."""
     guarantees: dict[str, tuple[str, Vec] | None] = {}
-    by_prefix: dict[str, list[tuple[datetime, str, Vec]]] = {}
+    by_prefix: dict[str, list[tuple[str, Vec]]] = {}
     borrowed: set[str] = set()
-    for r, m, need, _ in live:
+    for r, m, need, _ in oldest_first:
         if m.owner not in guarantees:
             guarantees[m.owner] = _guarantee_of(m.owner, quotas)
         g = guarantees[m.owner]
         if g is None:
             borrowed.add(r.id)  # no guarantee anywhere up its path: all of it is borrowed
             continue
-        by_prefix.setdefault(g[0], []).append((r.created_at, r.id, need))
+        by_prefix.setdefault(g[0], []).append((r.id, need))
     for prefix, reps in by_prefix.items():
         cap = _guarantee_of(prefix, quotas)
         assert cap is not None
         cap_gpus, cap_cpu, cap_mem = (c + 1e-9 for c in cap[1])
         gpus = cpu = mem = 0.0
-        reps.sort(key=lambda x: (x[0], x[1]))
-        for _, rid, need in reps:
+        for rid, need in reps:
             gpus += need[0]
             cpu += need[1]
             mem += need[2]
@@ -122,20 +125,27 @@ class VictimPool:
         self._where: dict[str, GroupKey] = {}
         # Per model its live replicas newest first: the newest are the ones above its minimum.
         self._by_model: dict[str, list[str]] = {}
-        borrowed = _borrowed(inv.live, self.quotas)
+        oldest_first = sorted(inv.live, key=_age)
+        borrowed = _borrowed(oldest_first, self.quotas)
         guarded: dict[str, bool] = {}
         grace = settings.eviction_grace_s
         min_lifetime = settings.min_lifetime_s
-        ages: dict[str, list[tuple[datetime, str]]] = {}
-        for r, m, need, single_node in inv.live:
-            if r.preempted_for:
-                continue  # already given way
-            if m.owner not in guarded:
-                guarded[m.owner] = _guarantee_of(m.owner, self.quotas) is not None
+        newest_first = [t for t in reversed(oldest_first) if not t[0].preempted_for]
+        # How many of each model's replicas are above its minimum: the newest ones.
+        above: dict[str, int] = {}
+        for r, m, _, _ in newest_first:
+            if r.id not in excluded:
+                above[m.name] = above.get(m.name, -m.scaling.min) + 1
+        groups = self._groups
+        for r, m, need, single_node in newest_first:
+            rid = r.id
+            owner = m.owner
+            if owner not in guarded:
+                guarded[owner] = _guarantee_of(owner, self.quotas) is not None
             # Unknown use is not idleness (as in the Go original).
             idle = (now - r.last_used_at).total_seconds() if r.last_used_at else 0.0
             young = r.ready_at is not None and (now - r.ready_at).total_seconds() < min_lifetime
-            self._entries[r.id] = _Entry(
+            e = self._entries[rid] = _Entry(
                 r,
                 m,
                 CLASS_RANK[m.class_],
@@ -143,22 +153,30 @@ class VictimPool:
                 m.scaling.on_demand and idle >= grace,
                 need[0],
                 need[2],
-                r.id in borrowed,
-                guarded[m.owner],
+                rid in borrowed,
+                guarded[owner],
                 not young and single_node,
-                (-idle, need[0], need[2], r.id),
+                (-idle, need[0], need[2], rid),
             )
-            ages.setdefault(r.model, []).append((r.created_at, r.id))
-        for name, pairs in ages.items():
-            pairs.sort(reverse=True)
-            self._by_model[name] = [rid for _, rid in pairs]
-            self._regroup(name, initial=True)
-        for group in self._groups.values():
+            self._by_model.setdefault(m.name, []).append(rid)
+            if rid in excluded:
+                continue
+            left = above[m.name]
+            above[m.name] = left - 1
+            if not e.eligible:
+                continue
+            key = (e.rank, e.idle_on_demand, left > 0, owner, e.borrowed, e.guarded)
+            group = groups.get(key)
+            if group is None:
+                group = groups[key] = []
+            group.append((e.order, rid))
+            self._where[rid] = key
+        for group in groups.values():
             group.sort()
 
-    def _regroup(self, model: str, initial: bool = False) -> None:
+    def _regroup(self, model: str) -> None:
         """(Re)file a model's replicas: which are above its minimum depends on how many of
-        them this pass has not already stopped. The first filing appends; the caller sorts."""
+        them this pass has not already stopped."""
         ids = [rid for rid in self._by_model[model] if rid not in self.excluded]
         if not ids:
             return
@@ -180,10 +198,7 @@ class VictimPool:
                 continue
             if old is not None:
                 self._groups[old].remove((e.order, rid))
-            if initial:
-                self._groups.setdefault(key, []).append((e.order, rid))
-            else:
-                insort(self._groups.setdefault(key, []), (e.order, rid))
+            insort(self._groups.setdefault(key, []), (e.order, rid))
             self._where[rid] = key
 
     def exclude(self, replica_id: str) -> None:
