@@ -10,6 +10,7 @@ trying a set of preemption victims without touching the real inventory.
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cache
 from operator import attrgetter
@@ -326,18 +327,18 @@ class Inventory:
             self._owned.add(node_id)
         return ns
 
-    def candidate_nodes(self, profile: Profile) -> list[str]:
+    def candidate_nodes(self, profile: Profile) -> Iterator[str]:
         """Eligible nodes that have at least the free devices one shard of `profile` needs.
         Single-node: the tightest fit first (fewest free GPUs that still suffice: best-fit
         for bin-packing). Multi-node: the roomiest first, since each later replica needs as
-        many distinct nodes again and the roomiest can give a shard to the most of them."""
+        many distinct nodes again and the roomiest can give a shard to the most of them.
+        Lazy: a walk usually stops after a few; nothing may change the index meanwhile."""
         if profile.mig_profile is not None:
-            return list(self.by_slice.get(profile.mig_profile, ()))
-        out: list[str] = []
+            yield from self.by_slice.get(profile.mig_profile, ())
+            return
         for count in sorted(self.by_free, reverse=profile.shards > 1):
             if count >= profile.gpus:
-                out.extend(self.by_free[count])
-        return out
+                yield from self.by_free[count]
 
     # ------------------------------------------------------------ changes
 

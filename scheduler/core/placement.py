@@ -178,7 +178,10 @@ class Placer:
             choice.picked = [choice.slice.id]
         else:
             choice.picked = [g.id for g in pick_gpus(choice.gpus, ctx.profile.gpus)]
-        return sum(s.score(ctx, ns, choice) for s in self.scorers)
+        total = 0.0
+        for s in self.scorers:
+            total += s.score(ctx, ns, choice)
+        return total
 
     def reach(self, model: Model, inv: Inventory) -> int:
         """Healthy devices on eligible nodes that the model's first profile could ever use, by

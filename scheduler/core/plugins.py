@@ -26,7 +26,7 @@ class PlaceContext:
     profile: Profile
 
 
-@dataclass
+@dataclass(slots=True)
 class Choice:
     """Devices still in the running on one node, narrowed by filters, then picked."""
 

@@ -57,7 +57,6 @@ class _Entry:
     memory_gb: float
     borrowed: bool
     guarded: bool  # its owner has a guarantee somewhere up its path
-    eligible: bool  # past min_lifetime and on one node: may be a victim at all
     order: OrderKey
 
 
@@ -125,6 +124,8 @@ class VictimPool:
         self._where: dict[str, GroupKey] = {}
         # Per model its live replicas newest first: the newest are the ones above its minimum.
         self._by_model: dict[str, list[str]] = {}
+        self._min: dict[str, int] = {}
+        self._replicas = inv.replicas
         oldest_first = sorted(inv.live, key=_age)
         borrowed = _borrowed(oldest_first, self.quotas)
         guarded: dict[str, bool] = {}
@@ -139,33 +140,37 @@ class VictimPool:
         groups = self._groups
         for r, m, need, single_node in newest_first:
             rid = r.id
+            self._by_model.setdefault(m.name, []).append(rid)
+            self._min[m.name] = m.scaling.min
+            left = 0
+            if rid not in excluded:
+                left = above[m.name]
+                above[m.name] = left - 1
+            rank = CLASS_RANK[m.class_]
+            if not single_node or (rank == CRITICAL and left <= 0):
+                continue  # never a victim this pass (a critical minimum stays one)
+            if r.ready_at is not None and (now - r.ready_at).total_seconds() < min_lifetime:
+                continue  # just paid for its model load
             owner = m.owner
             if owner not in guarded:
                 guarded[owner] = _guarantee_of(owner, self.quotas) is not None
             # Unknown use is not idleness (as in the Go original).
             idle = (now - r.last_used_at).total_seconds() if r.last_used_at else 0.0
-            young = r.ready_at is not None and (now - r.ready_at).total_seconds() < min_lifetime
             e = self._entries[rid] = _Entry(
                 r,
                 m,
-                CLASS_RANK[m.class_],
+                rank,
                 idle,
                 m.scaling.on_demand and idle >= grace,
                 need[0],
                 need[2],
                 rid in borrowed,
                 guarded[owner],
-                not young and single_node,
                 (-idle, need[0], need[2], rid),
             )
-            self._by_model.setdefault(m.name, []).append(rid)
             if rid in excluded:
                 continue
-            left = above[m.name]
-            above[m.name] = left - 1
-            if not e.eligible:
-                continue
-            key = (e.rank, e.idle_on_demand, left > 0, owner, e.borrowed, e.guarded)
+            key = (rank, e.idle_on_demand, left > 0, owner, e.borrowed, e.guarded)
             group = groups.get(key)
             if group is None:
                 group = groups[key] = []
@@ -178,13 +183,11 @@ class VictimPool:
         """(Re)file a model's replicas: which are above its minimum depends on how many of
         them this pass has not already stopped."""
         ids = [rid for rid in self._by_model[model] if rid not in self.excluded]
-        if not ids:
-            return
-        above = max(len(ids) - self._entries[ids[0]].model.scaling.min, 0)
+        above = max(len(ids) - self._min[model], 0)
         for i, rid in enumerate(ids):
-            e = self._entries[rid]
-            if not e.eligible:
-                continue
+            e = self._entries.get(rid)
+            if e is None:
+                continue  # never a victim (counted all the same)
             key: GroupKey = (
                 e.rank,
                 e.idle_on_demand,
@@ -204,9 +207,9 @@ class VictimPool:
     def exclude(self, replica_id: str) -> None:
         """The pass stops this replica: never a victim again, and its model's others move."""
         self.excluded.add(replica_id)
-        e = self._entries.get(replica_id)
-        if e is not None:
-            self._regroup(e.replica.model)
+        rep = self._replicas.get(replica_id)
+        if rep is not None and rep.model in self._by_model:
+            self._regroup(rep.model)
 
     def _tier(self, key: GroupKey, m: Model, my_rank: int, below_min: bool, reclaim: bool) -> int:
         rank, idle_od, above_min, owner, borrowed, guarded = key
