@@ -130,6 +130,8 @@ class Inventory:
     # Which node each change touched, at which version: so that work can be brought up to date.
     _log_versions: list[int] = field(default_factory=list)
     _log_nodes: list[str] = field(default_factory=list)
+    # A clone's nodes given back while it still shares its parent's index: how each was filed.
+    _stale: dict[str, tuple[int, list[str]]] | None = None
 
     # ------------------------------------------------------------ building
 
@@ -276,10 +278,12 @@ class Inventory:
         return inv
 
     def clone(self) -> Inventory:
-        return Inventory(
+        """A copy for a trial; it must be done with before the original changes again."""
+        self._materialize()
+        twin = Inventory(
             dict(self.nodes),
-            {k: dict(v) for k, v in self.by_free.items()},
-            {k: dict(v) for k, v in self.by_slice.items()},
+            self.by_free,  # shared until the twin walks or takes (see _materialize)
+            self.by_slice,
             dict(self.usage),
             self.limits,
             self.quotas,
@@ -296,8 +300,28 @@ class Inventory:
             set(),
             self.version,
         )
+        twin._stale = {}
+        return twin
 
     # ------------------------------------------------------------ index
+
+    def _materialize(self) -> None:
+        """A clone shares its parent's index until it needs its own: most preemption trials
+        only give back and ask a few nodes, never walk the index."""
+        if self._stale is None:
+            return
+        self.by_free = {k: dict(v) for k, v in self.by_free.items()}
+        self.by_slice = {k: dict(v) for k, v in self.by_slice.items()}
+        for nid, (count, profiles) in self._stale.items():
+            bucket = self.by_free.get(count)
+            if bucket is not None:
+                bucket.pop(nid, None)
+            for prof in profiles:
+                ids = self.by_slice.get(prof)
+                if ids is not None:
+                    ids.pop(nid, None)
+            self._index(self.nodes[nid])
+        self._stale = None
 
     def _index(self, ns: NodeState) -> None:
         if not ns.node.eligible:
@@ -333,6 +357,7 @@ class Inventory:
         for bin-packing). Multi-node: the roomiest first, since each later replica needs as
         many distinct nodes again and the roomiest can give a shard to the most of them.
         Lazy: a walk usually stops after a few; nothing may change the index meanwhile."""
+        self._materialize()
         if profile.mig_profile is not None:
             yield from self.by_slice.get(profile.mig_profile, ())
             return
@@ -343,6 +368,7 @@ class Inventory:
     # ------------------------------------------------------------ changes
 
     def take(self, model: Model, profile: Profile, node_id: str, device_ids: list[str]) -> None:
+        self._materialize()
         ns = self._mutable(node_id)
         self._unindex(ns)
         taken = set(device_ids)
@@ -388,7 +414,10 @@ class Inventory:
                 continue
             touched.append(sh.node)
             ns = self._mutable(sh.node)
-            self._unindex(ns)
+            if self._stale is None:
+                self._unindex(ns)
+            elif sh.node not in self._stale:  # filed as it was in the shared index
+                self._stale[sh.node] = (len(ns.free_gpus), list(ns.free_slices))
             ns.free_cpu += cpu
             ns.free_mem += mem
             ns.per_model[rep.model] = max(ns.per_model.get(rep.model, 0) - 1, 0)
@@ -408,7 +437,8 @@ class Inventory:
             ns.free_gpus.sort(key=lambda g: g.id)
             for lst in ns.free_slices.values():
                 lst.sort(key=lambda s: s.id)
-            self._index(ns)
+            if self._stale is None:
+                self._index(ns)
         if model is not None:
             n = len(rep.shards)
             for p in owner_prefixes(model.owner):

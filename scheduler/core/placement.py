@@ -317,13 +317,22 @@ class Placer:
     # ------------------------------------------------------------ one model
 
     def place(self, model: Model, inv: Inventory, explain: bool = True) -> Outcome:
-        """First profile (in listed order) with a feasible placement; the best scored within."""
+        """First profile (in listed order) with a feasible placement; the best scored within.
+        Why each profile fell short is worked out only once none fits (then nothing changed)."""
         out = Outcome(None)
+        tried: list[tuple[Profile, ProfileTrial, str]] = []
         for profile in model.profiles:
-            placement, trial, note = self.place_profile(model, profile, inv, explain)
+            placement, trial, note = self.place_profile(model, profile, inv, explain=False)
             if placement is not None:
                 out.placement = placement
                 return out
+            tried.append((profile, trial, note))
+        for profile, trial, note in tried:
+            if explain and trial.note is None:  # not a quota: say which nodes lacked what
+                short = self._explain(PlaceContext(model, profile), inv)
+                n_fits = len(self.failures[(model.name, profile.name)].feasible)
+                trial = ProfileTrial(profile=profile.name, short=short)
+                note = _sentence(profile, n_fits, short)
             out.trials.append(trial)
             out.notes.append(note)
         return out
