@@ -61,9 +61,12 @@ MIG_PROFILES = ["1g.10gb", "2g.20gb", "3g.40gb", "1g.5gb", "3g.20gb"]
 OWNERS = ["org/a", "org/b", "org/a/x", "org"]
 QUOTA_OWNERS = ["org", "org/a", "org/b", "org/a/x"]
 
+# Derandomized: the same examples every run, so a red test is a change in the core, never luck.
+# Exploring with thousands of fresh examples is a separate, manual job.
 PROPS = settings(
-    max_examples=80,
+    max_examples=120,
     deadline=None,
+    derandomize=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 
@@ -369,7 +372,10 @@ def scenarios(draw: st.DrawFn, small_settings: bool = False) -> Scenario:
 
 def apply_slow(snap: Snapshot, plan: Plan, advance_s: float) -> Snapshot:
     """Like apply_plan, but a stop takes one pass: the replica is `stopping` in between."""
-    stops = {a.replica: a for a in plan.actions if isinstance(a, StopAction)}
+    stops: dict[str, StopAction] = {}
+    for a in stops_of(plan):  # a replica stopped twice keeps the preemption mark
+        if a.replica not in stops or a.preempted_for is not None:
+            stops[a.replica] = a
     replicas: list[Replica] = []
     for r in snap.replicas:
         if r.state == "stopping":
@@ -596,6 +602,44 @@ def check_quotas(snap: Snapshot, plan: Plan) -> None:
             )
 
 
+def guaranteed_prefix(owner: str, idx: Index) -> tuple[str, tuple[float, float, float]] | None:
+    """The most specific quota on the owner's path that guarantees anything."""
+    quotas = {q.owner: q for q in idx.snap.quotas}
+    for prefix in reversed(owner_prefixes(owner)):
+        q = quotas.get(prefix)
+        g = q.guarantee if q else None
+        if g is not None and (g.gpus, g.cpu_cores, g.memory_gb) != (None, None, None):
+            return prefix, (g.gpus or 0.0, g.cpu_cores or 0.0, g.memory_gb or 0.0)
+    return None
+
+
+def borrowed_ids(idx: Index) -> set[str]:
+    """Live replicas past their owner's guarantee (the newest go past first); with no
+    guarantee anywhere up the owner's path, all of them."""
+    out: set[str] = set()
+    by_prefix: dict[str, list[Replica]] = {}
+    for r in idx.snap.replicas:
+        if not r.counts:
+            continue
+        g = guaranteed_prefix(idx.models[r.model].owner, idx)
+        if g is None:
+            out.add(r.id)
+        else:
+            by_prefix.setdefault(g[0], []).append(r)
+    for prefix, reps in by_prefix.items():
+        g = guaranteed_prefix(prefix, idx)
+        assert g is not None
+        total = [0.0, 0.0, 0.0]
+        for r in sorted(reps, key=lambda r: (r.created_at, r.id)):
+            prof = idx.models[r.model].profile(r.profile)
+            assert prof is not None
+            for i, v in enumerate(profile_need(prof)):
+                total[i] += v
+            if any(t > c + EPS for t, c in zip(total, g[1], strict=True)):
+                out.add(r.id)
+    return out
+
+
 def check_stops(snap: Snapshot, plan: Plan) -> list[tuple[str, str]]:
     """P4 and P5: stops are sound; critical minimums kept; victims follow the rules.
     Returns (victim model, preempted for) pairs."""
@@ -611,6 +655,7 @@ def check_stops(snap: Snapshot, plan: Plan) -> list[tuple[str, str]]:
         if a.preempted_for is not None:
             yielded.setdefault(a.model, set()).add(a.preempted_for)
     per_preemptor: dict[str, int] = {}
+    borrowed = borrowed_ids(idx)
     awaiting = {r.preempted_for for r in snap.replicas if r.preempted_for and not r.counts}
     pairs: list[tuple[str, str]] = []
     for a in stops:
@@ -627,9 +672,12 @@ def check_stops(snap: Snapshot, plan: Plan) -> list[tuple[str, str]]:
         assert pf.name != r.model, "a model preempted itself"
         assert r.preempted_for is None, "victim already preempted"
         assert pf.name not in awaiting, f"{pf.name} preempts again while its victims stop"
+        if snap.quotas and pf.owner != victim_model.owner:
+            # A replica within its owner's guarantee is taken only for a model of that owner.
+            assert r.id in borrowed, f"{r.id} of {victim_model.owner} is within its guarantee"
         if CLASS_RANK[pf.class_] < CLASS_RANK[victim_model.class_]:
             # Only a guarantee reclaiming a borrowed replica of another owner ignores classes.
-            assert snap.quotas and pf.owner != victim_model.owner, (
+            assert snap.quotas and pf.owner != victim_model.owner and r.id in borrowed, (
                 f"{r.model} ({victim_model.class_}) preempted for {pf.name} ({pf.class_})"
             )
         assert len({s.node for s in r.shards}) == 1, "a multi-node replica preempted"
@@ -907,7 +955,7 @@ RUNS = given(
 )
 
 
-@settings(PROPS, max_examples=50)
+@settings(PROPS, max_examples=60)
 @RUNS
 def test_converges_without_taking_turns(
     scn: Scenario, advance_s: float, slow: bool, surge: int | None
@@ -954,7 +1002,7 @@ def _fail_2() -> Scenario:
     reason="core bug: room preempted for one model is taken by another in the next pass "
     "(see .helper/props/fail-2.json and the report)",
 )
-@settings(PROPS, max_examples=50)
+@settings(PROPS, max_examples=60)
 @example(_fail_2(), 60.0, False, 40)
 @RUNS
 def test_preempted_room_goes_to_the_model_it_was_taken_for(
@@ -972,3 +1020,68 @@ def test_preempted_room_goes_to_the_model_it_was_taken_for(
             assert owed[name] > 0, f"{name} preempted, yet got no start once the room was free"
         for name in preemptors:
             owed.setdefault(name, 3)
+
+
+def _fail_3() -> Snapshot:
+    """m1 takes one of the four free GPUs m0 needs; m0 preempts one m2 GPU, counting on the
+    other three free ones, which m3 then takes in the same pass. Next pass the same again."""
+
+    def model(name: str, cls: str, lo: int, top: int, gpus: int) -> dict[str, Any]:
+        prof = {"name": "p0", "gpus": gpus}
+        return {
+            "name": name,
+            "owner": "org/a",
+            "class": cls,
+            "scaling": {"min": lo, "max": top},
+            "profiles": [prof],
+        }
+
+    def rep(rid: str, model: str, devs: list[str]) -> dict[str, Any]:
+        at = ts(T0 - timedelta(hours=1))
+        shards = [{"node": "n0", "gpus": devs}]
+        return {
+            "id": rid,
+            "model": model,
+            "profile": "p0",
+            "state": "running",
+            "created_at": at,
+            "ready_at": at,
+            "shards": shards,
+        }
+
+    gpus = [{"id": f"g{i}", "model": "NVIDIA H100 80GB HBM3", "memory_gb": 80} for i in range(8)]
+    return parse_snapshot(
+        {
+            "now": ts(T0),
+            "settings": {"eviction_grace_s": 0, "min_lifetime_s": 0, "preempt_hold_s": 0},
+            "nodes": [{"id": "n0", "name": "n0", "cpu_cores": 64, "memory_gb": 512, "gpus": gpus}],
+            "models": [
+                model("m0", "standard", 1, 2, 4),
+                model("m1", "critical", 0, 1, 1),
+                model("m2", "opportunistic", 0, 2, 1),
+                model("m3", "standard", 1, 2, 2),
+            ],
+            "demand": {m: {"inflight": 40} for m in ("m0", "m1", "m2", "m3")},
+            "replicas": [
+                rep("r1", "m3", ["g0", "g1"]),
+                rep("r2", "m2", ["g2"]),
+                rep("r3", "m2", ["g3"]),
+            ],
+        }
+    )
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="core bug: free room a preemption counted on is taken by a later model in the same "
+    "pass; with preempt_hold_s 0 a replica is stopped every pass, forever (see the report)",
+)
+def test_preemption_does_not_cycle_forever_without_holds() -> None:
+    snap = _fail_3()
+    acting = 0
+    for _ in range(12):
+        plan = decide(snap)
+        check_all(snap, plan)
+        acting = acting + 1 if plan.actions else 0
+        snap = apply_plan(snap, plan, 60)
+    assert acting < 3, f"still acting after 12 passes: {[a.reason for a in plan.actions]}"
