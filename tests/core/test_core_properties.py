@@ -733,9 +733,9 @@ def check_statuses(snap: Snapshot, plan: Plan) -> None:
     for a in starts_of(plan):
         starts[a.model] = starts.get(a.model, 0) + 1
     scale_downs: dict[str, int] = {}
-    for a in stops_of(plan):
-        if a.preempted_for is None:
-            scale_downs[a.model] = scale_downs.get(a.model, 0) + 1
+    for stop in stops_of(plan):
+        if stop.preempted_for is None:
+            scale_downs[stop.model] = scale_downs.get(stop.model, 0) + 1
     live_holds = {
         name
         for name, h in snap.holds.items()
