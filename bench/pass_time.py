@@ -7,7 +7,10 @@ steady state built by bench/fleetgen.py) it runs decide() once to warm up, then 
 (N adapts so a size takes about --budget-s seconds) and reports the median and p90 wall
 and CPU time, placements per second (start actions / median pass), the tracemalloc peak of
 one extra pass, and how the time grows with nodes x models (log-log slope between sizes).
-Snapshot construction is not timed. decide() is plain single-threaded Python.
+Snapshot construction is not timed. decide() is plain single-threaded Python, timed as the
+service runs it: with the cyclic collector paused for the pass
+(scheduler/service/collector.py); `median_ms_collector_on` is the same pass with it left on,
+measured in the same run, interleaved.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ if __package__ in (None, ""):  # run as a file: make `bench` and `scheduler` imp
 
 from bench.fleetgen import describe, steady_snapshot
 from scheduler.core.models import Plan, Snapshot, StartAction, StopAction
+from scheduler.service.collector import collector_paused
 
 TARGET_NODES = 1000
 TARGET_MEDIAN_MS = 100.0
@@ -64,9 +68,10 @@ def after_apply_ms(decide: Decide, snapshot: Snapshot, runs: int) -> float | Non
     walls = []
     for _ in range(runs):
         gc.collect()
-        w0 = time.perf_counter()
-        decide(settled)
-        walls.append(time.perf_counter() - w0)
+        with collector_paused():
+            w0 = time.perf_counter()
+            decide(settled)
+            walls.append(time.perf_counter() - w0)
     return round(statistics.median(walls) * 1000, 2)
 
 
@@ -83,16 +88,22 @@ def time_passes(
     plan = decide(snapshot)  # warm-up; also the plan whose actions we count
     walls: list[float] = []
     cpus: list[float] = []
+    walls_on: list[float] = []  # the collector left on, side by side
     runs = max_runs
     while len(walls) < runs:
         gc.collect()
-        c0, w0 = time.process_time(), time.perf_counter()
-        decide(snapshot)
-        w1, c1 = time.perf_counter(), time.process_time()
+        with collector_paused():  # as the service runs a pass
+            c0, w0 = time.process_time(), time.perf_counter()
+            decide(snapshot)
+            w1, c1 = time.perf_counter(), time.process_time()
         walls.append(w1 - w0)
         cpus.append(c1 - c0)
+        gc.collect()
+        w0 = time.perf_counter()
+        decide(snapshot)
+        walls_on.append(time.perf_counter() - w0)
         if len(walls) == 1:
-            runs = max(3, min(max_runs, int(budget_s / max(walls[0], 1e-6))))
+            runs = max(3, min(max_runs, int(budget_s / max(2 * walls[0], 1e-6))))
     starts = sum(1 for a in plan.actions if isinstance(a, StartAction))
     stops = sum(1 for a in plan.actions if isinstance(a, StopAction))
     median = statistics.median(walls)
@@ -102,6 +113,7 @@ def time_passes(
         "p90_ms": round(_quantile(walls, 0.9) * 1000, 2),
         "min_ms": round(min(walls) * 1000, 2),
         "cpu_median_ms": round(statistics.median(cpus) * 1000, 2),
+        "median_ms_collector_on": round(statistics.median(walls_on) * 1000, 2),
         "starts": starts,
         "stops": stops,
         "placements_per_s": round(starts / median, 1) if median > 0 else 0.0,

@@ -21,6 +21,7 @@ from scheduler.core.plugins import (
     Filter,
     PlaceContext,
     Scorer,
+    builtin_dynamic_short,
     is_static,
     memory_suffices,
     model_matches,
@@ -165,6 +166,13 @@ class Placer:
             gpus = [g for g in gpus if g.id in ids]
         elif kinds is not None:
             gpus = [g for g in gpus if (g.model, g.memory_gb) in kinds]
+        p = ctx.profile
+        if not self._by_model:  # the built-in filters only: ask them without a Choice
+            reason = builtin_dynamic_short(p, ns, len(gpus))
+            if reason is not None:
+                return reason, None
+            slice_ = ns.free_slices[p.mig_profile][0] if p.mig_profile is not None else None
+            return None, Choice(gpus=gpus, slice=slice_)
         choice = Choice(gpus=gpus)
         for f in self.dynamic:
             reason = f.filter(ctx, ns, choice)

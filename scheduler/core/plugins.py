@@ -131,38 +131,54 @@ class GPUMemory:
 # ---------------------------------------------------------------- dynamic filters
 
 
+def resources_short(p: Profile, node: NodeState) -> str | None:
+    if node.free_cpu + 1e-9 < p.cpu_cores:
+        return "too few free CPU cores"
+    if node.free_mem + 1e-9 < p.memory_gb:
+        return "too little free memory"
+    return None
+
+
+def slice_short(p: Profile, node: NodeState) -> str | None:
+    if p.mig_profile is not None and not node.free_slices.get(p.mig_profile):
+        return f"no free {p.mig_profile} slice"
+    return None
+
+
+def count_short(p: Profile, usable_free: int) -> str | None:
+    if p.mig_profile is None and usable_free < p.gpus:
+        return "too few free GPUs"
+    return None
+
+
+def builtin_dynamic_short(p: Profile, node: NodeState, usable_free: int) -> str | None:
+    """What the three built-in dynamic filters below say, in their order, without a Choice:
+    the core asks this directly on every visit when no extra filter is configured."""
+    return resources_short(p, node) or slice_short(p, node) or count_short(p, usable_free)
+
+
 class NodeResources:
     name = "node-resources"
 
     def filter(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> str | None:
-        if node.free_cpu + 1e-9 < ctx.profile.cpu_cores:
-            return "too few free CPU cores"
-        if node.free_mem + 1e-9 < ctx.profile.memory_gb:
-            return "too little free memory"
-        return None
+        return resources_short(ctx.profile, node)
 
 
 class MigProfile:
     name = "mig-profile"
 
     def filter(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> str | None:
-        prof = ctx.profile.mig_profile
-        if prof is None:
-            return None
-        free = node.free_slices.get(prof)
-        if not free:
-            return f"no free {prof} slice"
-        choice.slice = free[0]
-        return None
+        reason = slice_short(ctx.profile, node)
+        if reason is None and ctx.profile.mig_profile is not None:
+            choice.slice = node.free_slices[ctx.profile.mig_profile][0]
+        return reason
 
 
 class GPUCount:
     name = "gpu-count"
 
     def filter(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> str | None:
-        if ctx.profile.is_mig:
-            return None
-        return "too few free GPUs" if len(choice.gpus) < ctx.profile.gpus else None
+        return count_short(ctx.profile, len(choice.gpus))
 
 
 def default_filters() -> list[Filter]:
