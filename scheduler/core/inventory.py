@@ -127,6 +127,8 @@ class Inventory:
     _owned: set[str] = field(default_factory=set)  # node ids this copy may mutate in place
     # Bumped on every change, so what was worked out about a state can be reused while it holds.
     version: int = 0
+    # One clock for an inventory and all its clones, so no two states share a version.
+    _clock: list[int] = field(default_factory=lambda: [0])
     # Which node each change touched, at which version: so that work can be brought up to date.
     _log_versions: list[int] = field(default_factory=list)
     _log_nodes: list[str] = field(default_factory=list)
@@ -299,6 +301,7 @@ class Inventory:
             set(self.released),
             set(),
             self.version,
+            self._clock,
         )
         twin._stale = {}
         return twin
@@ -382,9 +385,39 @@ class Inventory:
         ns.used_units += len(device_ids)
         ns.per_model[model.name] = ns.per_model.get(model.name, 0) + 1
         self._index(ns)
-        self.version += 1
+        self._tick()
         self._log_versions.append(self.version)
         self._log_nodes.append(node_id)
+
+    def _tick(self) -> None:
+        self._clock[0] += 1
+        self.version = self._clock[0]
+
+    def reserve(self, node_id: str, device_ids: list[str]) -> None:
+        """Hold free devices back from the rest of the pass: room a preempting model counted
+        on besides its victims', so no later model takes it before the victims are gone."""
+        self._materialize()
+        ns = self._mutable(node_id)
+        self._unindex(ns)
+        held = set(device_ids)
+        before = len(ns.free_gpus) + sum(len(v) for v in ns.free_slices.values())
+        ns.free_gpus = [g for g in ns.free_gpus if g.id not in held]
+        for prof, lst in ns.free_slices.items():
+            ns.free_slices[prof] = [sl for sl in lst if sl.id not in held]
+        after = len(ns.free_gpus) + sum(len(v) for v in ns.free_slices.values())
+        ns.used_units += before - after
+        self._index(ns)
+        self._tick()
+        self._log_versions.append(self.version)
+        self._log_nodes.append(node_id)
+
+    def is_free(self, node_id: str, device_id: str) -> bool:
+        ns = self.nodes.get(node_id)
+        if ns is None:
+            return False
+        return any(g.id == device_id for g in ns.free_gpus) or any(
+            sl.id == device_id for lst in ns.free_slices.values() for sl in lst
+        )
 
     def changed_since(self, version: int) -> set[str]:
         """Nodes that took or gave back something after `version`."""
@@ -393,7 +426,7 @@ class Inventory:
     def charge(self, owner: str, amount: Vec) -> None:
         for p in owner_prefixes(owner):
             self.usage[p] = add(self.usage.get(p, ZERO), amount)
-        self.version += 1
+        self._tick()
 
     def release(self, replica_id: str) -> list[str]:
         """Give back what an existing replica holds (trials only; real stops wait for Nomad).
@@ -443,7 +476,7 @@ class Inventory:
             n = len(rep.shards)
             for p in owner_prefixes(model.owner):
                 self.usage[p] = add(self.usage.get(p, ZERO), (gpus, cpu * n, mem * n), -1.0)
-        self.version += 1
+        self._tick()
         for node_id in touched:
             self._log_versions.append(self.version)
             self._log_nodes.append(node_id)
