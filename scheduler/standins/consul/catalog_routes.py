@@ -1,4 +1,5 @@
-"""/v1/health/service/<name>, /v1/catalog/service/<name>, /v1/catalog/services (blocking).
+"""/v1/health/service/<name>, /v1/health/state/<state>, /v1/catalog/service/<name>,
+/v1/catalog/services (all blocking).
 
 Filled through ServiceRegistry by the Nomad stand-in; every instance has the node's
 serfHealth check (passing) and one service check whose status Nomad sets.
@@ -104,6 +105,9 @@ def catalog_entry_json(service: CatalogService) -> dict[str, Any]:
     }
 
 
+HEALTH_STATES = ("any", "passing", "warning", "critical", "maintenance")
+
+
 class CatalogRoutes:
     def __init__(self, ctx: RouteContext) -> None:
         self.ctx = ctx
@@ -111,6 +115,7 @@ class CatalogRoutes:
     def routes(self) -> list[Route]:
         return [
             Route("/v1/health/service/{name}", self.health_service, methods=["GET"]),
+            Route("/v1/health/state/{state}", self.health_state, methods=["GET"]),
             Route("/v1/catalog/service/{name}", self.catalog_service, methods=["GET"]),
             Route("/v1/catalog/services", self.catalog_services, methods=["GET"]),
         ]
@@ -142,6 +147,32 @@ class CatalogRoutes:
             if passing_only:
                 chosen = [s for s in chosen if s.check_status == "passing"]
             return [health_entry_json(s) for s in chosen]
+
+        body, index = await self._query(request, pick)
+        return json_response(body, request, {**read_meta(index), **self.ctx.acl_headers()})
+
+    async def health_state(self, request: Request) -> Response:
+        """Every check in a state (`any` for all), one serfHealth per node as Consul lists."""
+        state = request.path_params["state"]
+        if state not in HEALTH_STATES:
+            return Response(f"Invalid state: {state}", status_code=400, media_type="text/plain")
+
+        def pick(services: list[CatalogService]) -> list[dict[str, Any]]:
+            checks: list[dict[str, Any]] = []
+            nodes: set[str] = set()
+            for s in services:
+                if s.node_name not in nodes:
+                    nodes.add(s.node_name)
+                    checks.append(
+                        _check_json(
+                            s, "serfHealth", "Serf Health Status", "passing", of_service=False
+                        )
+                    )
+                name = f"Service '{s.name}' check"
+                checks.append(
+                    _check_json(s, f"service:{s.id}", name, s.check_status, of_service=True)
+                )
+            return [c for c in checks if state == "any" or c["Status"] == state]
 
         body, index = await self._query(request, pick)
         return json_response(body, request, {**read_meta(index), **self.ctx.acl_headers()})

@@ -73,3 +73,22 @@ def test_critical_service_check_invalidates_a_bound_session(
     standin.set_check_status("bound", "critical")
     assert client.session.info(sid)[1] is None
     assert "Session" not in client.kv.get("bound-lock")[1]
+
+
+def test_health_state_lists_checks_by_state_and_blocks(
+    standin: ConsulStandin, client: consul.Consul
+) -> None:
+    # The service's health watch reads /v1/health/state/any; it must carry X-Consul-Index.
+    index, checks = client.health.state("any")
+    assert checks == [] and int(index) >= 1
+    standin.register_service(instance("a", 8000))
+    standin.register_service(instance("b", 8001, "critical"))
+    _, checks = client.health.state("any")
+    assert sorted(c["CheckID"] for c in checks) == ["serfHealth", "service:a", "service:b"]
+    _, critical = client.health.state("critical")
+    assert [c["ServiceID"] for c in critical] == ["b"]
+    index, _ = client.health.state("any")
+    threading.Timer(0.1, lambda: standin.set_check_status("b", "passing")).start()
+    new_index, _ = client.health.state("any", index=index, wait="5s")
+    assert int(new_index) > int(index)
+    assert client.health.state("critical")[1] == []
