@@ -114,3 +114,30 @@ def test_max_victims_zero_disables_preemption() -> None:
         settings={"max_victims": 0},
     )
     assert _stops(snap) == []
+
+
+def test_a_model_is_held_while_its_preempted_replica_stops_even_without_a_hold() -> None:
+    # batch gave way to chat; its replica is still stopping and no hold is left (hold 0 s).
+    snap = _snapshot(
+        [_model("chat", "critical", 1), _model("batch", "opportunistic", 0)],
+        [_replica("r-b", "batch", state="stopping", preempted_for="chat")],
+        settings={"preempt_hold_s": 0},
+    )
+    plan = decide(snap)
+    assert plan.actions == []
+    assert plan.models["batch"].pending == "held while its replicas preempted for chat stop"
+    assert plan.models["chat"].pending == "waiting for preempted replicas to stop"
+
+
+def test_an_expired_hold_is_honoured_one_more_pass_then_dropped() -> None:
+    # The victim is gone; chat has not placed yet: the room is chat's this pass.
+    hold = {"batch": {"until": "2026-12-02T09:59:00Z", "for": "chat"}}
+    snap = _snapshot(
+        [_model("chat", "critical", 1), _model("batch", "opportunistic", 0)],
+        [],
+        holds=hold,
+    )
+    plan = decide(snap)
+    assert [a.model for a in plan.actions if a.op == "start"] == ["chat"]
+    assert plan.models["batch"].pending == "held one more pass after yielding to chat"
+    assert plan.holds == {}  # not handed on: chat's victims are gone
