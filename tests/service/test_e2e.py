@@ -188,7 +188,9 @@ def test_bad_kv_value_is_a_status_error_and_others_go_on(
         lambda: (status(cluster, "_errors") or {}).get("errors"), what="general errors"
     )
     assert any("quotas/org/x: owner" in e for e in errors)
-    assert service.passes > 0 and service.last_read_error is None
+    # The status is written inside a pass, which counts itself just after: wait, not race.
+    wait_for(lambda: service.passes > 0, what="a finished pass")
+    assert service.last_read_error is None
 
 
 def test_unreadable_nomad_means_nothing_destructive() -> None:
