@@ -142,7 +142,9 @@ def plain_line(state: dict[str, Any], clock: str, phase: str) -> str:
         return f"[{clock}] demand {phase}: waiting for the scheduler's first pass"
     t = state.get("totals") or {}
     names = [p["model"] for p in state["pending"]]
-    pending = f"{len(names)} ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''})"
+    pending = str(len(names))
+    if names:
+        pending += f" ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''})"
     counts = state.get("counts") or {}
     return (
         f"[{clock}] demand {phase}: GPUs {t.get('gpus_allocated', 0)}/{t.get('gpus', 0)}, "
