@@ -22,7 +22,7 @@ from scheduler.core.models import (
 )
 from scheduler.core.placement import Placement, Placer, commit
 from scheduler.core.plugins import Plugins, default_filters, default_scorers
-from scheduler.core.preemption import VictimPool, choose
+from scheduler.core.preemption import VictimPool, choose, within_guarantee
 from scheduler.core.scaling import desired_replicas
 
 
@@ -152,12 +152,21 @@ def decide(snapshot: Snapshot, plugins: Plugins | None = None) -> Plan:
                     )
                 )
 
-    def order_key(m: Model) -> tuple[int, bool, int, float, str]:
+    # Models that place within their owner's guarantee go first, and among them those others
+    # are held for: that room is their owner's whatever the classes (they would take it back
+    # from a borrower anyway, rule 2). Else a higher class that only borrows takes it, is
+    # reclaimed from in turn, and so on pass after pass; or starts and loses a replica at once.
+    quotas = {q.owner: q for q in snapshot.quotas}
+    claimants = {h.for_ for h in held.values()}
+
+    def order_key(m: Model) -> tuple[bool, bool, tuple[int, bool, int, float, str]]:
         # Only models that will place need reach and size (the others keep their place).
         have = live[m.name]
         if have >= desired[m.name]:
-            return (-CLASS_RANK[m.class_], have >= m.scaling.min, 0, 0.0, m.name)
-        return _order_key(m, have, placer.reach(m, inv))
+            return True, True, (-CLASS_RANK[m.class_], have >= m.scaling.min, 0, 0.0, m.name)
+        owed = within_guarantee(m, inv, quotas)
+        key = _order_key(m, have, placer.reach(m, inv))
+        return not owed, not (owed and m.name in claimants), key
 
     for m in sorted(snapshot.models, key=order_key):
         want, have = desired[m.name], live[m.name]

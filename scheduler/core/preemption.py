@@ -75,6 +75,17 @@ def _guarantee_of(owner: str, quotas: dict[str, Quota]) -> tuple[str, Vec] | Non
     return None
 
 
+def within_guarantee(m: Model, inv: Inventory, quotas: dict[str, Quota]) -> bool:
+    """Whether one more replica of `m` keeps its owner within its guarantee: then it may take
+    back what other owners borrowed past theirs."""
+    mine = _guarantee_of(m.owner, quotas)
+    if mine is None:
+        return False
+    have = inv.usage.get(mine[0], ZERO)
+    need = profile_need(m.profiles[0])
+    return _within((have[0] + need[0], have[1] + need[1], have[2] + need[2]), mine[1])
+
+
 def _within(have: Vec, cap: Vec) -> bool:
     return all(h <= c + 1e-9 for h, c in zip(have, cap, strict=True))
 
@@ -234,12 +245,7 @@ class VictimPool:
         """The replicas that may give way for `m`, in the order they should."""
         my_rank = CLASS_RANK[m.class_]
         below_min = live < m.scaling.min
-        mine = _guarantee_of(m.owner, self.quotas)
-        reclaim = False
-        if mine is not None:
-            have = inv.usage.get(mine[0], ZERO)
-            need = profile_need(m.profiles[0])
-            reclaim = _within((have[0] + need[0], have[1] + need[1], have[2] + need[2]), mine[1])
+        reclaim = within_guarantee(m, inv, self.quotas)
         tiers: list[list[list[tuple[OrderKey, str]]]] = [[] for _ in range(5)]
         for key, group in self._groups.items():
             if group:

@@ -6,6 +6,7 @@ from typing import Any
 
 from scheduler.core.decide import decide
 from scheduler.core.models import Snapshot, StopAction
+from scheduler.core.simulate import apply_plan
 
 NOW = "2026-12-02T10:00:00Z"
 LONG_AGO = "2026-12-02T08:00:00Z"
@@ -141,3 +142,21 @@ def test_an_expired_hold_is_honoured_one_more_pass_then_dropped() -> None:
     assert [a.model for a in plan.actions if a.op == "start"] == ["chat"]
     assert plan.models["batch"].pending == "held one more pass after yielding to chat"
     assert plan.holds == {}  # not handed on: chat's victims are gone
+
+
+def test_room_within_a_guarantee_goes_to_its_owner_before_a_higher_class_borrower() -> None:
+    # chat (standard) would only borrow; batch's owner is guaranteed the room. Placing chat
+    # first would have batch take it back next pass: a start, then a stop, for nothing.
+    snap = _snapshot(
+        [
+            _model("chat", "standard", 0, owner="org/b"),
+            _model("batch", "opportunistic", 0, owner="org/a"),
+        ],
+        [],
+        quotas=[{"owner": "org/a", "guarantee": {"gpus": 4}}],
+    )
+    plan = decide(snap)
+    assert [a.model for a in plan.actions] == ["batch"]
+    assert plan.models["chat"].pending is not None
+    after = apply_plan(snap, plan, advance_s=60)
+    assert decide(after).actions == []
