@@ -99,10 +99,10 @@ class _Pass:
         # and the model they belong to gives no more trouble until they are gone (held).
         self.on_their_way: dict[str, list[str]] = {}  # preemptor -> its victims still stopping
         self.giving_way: dict[str, str] = {}  # victim model -> whom its stopping replica is for
-        for r in snapshot.replicas:
-            if r.preempted_for and not r.counts:
-                self.on_their_way.setdefault(r.preempted_for, []).append(r.id)
-                self.giving_way.setdefault(r.model, r.preempted_for)
+        for r in inv.stopping_preempted:
+            assert r.preempted_for is not None
+            self.on_their_way.setdefault(r.preempted_for, []).append(r.id)
+            self.giving_way.setdefault(r.model, r.preempted_for)
         # A hold ends early once the model it was given to has what it asked for. Otherwise it
         # is kept while that model still waits for its victims, and honoured once more in the
         # pass after they are gone: the room goes to the model it was taken for even when
@@ -117,7 +117,6 @@ class _Pass:
         self.hold_until = self.now + timedelta(seconds=self.settings.preempt_hold_s)
         self.spoken_for: set[str] = set()  # replicas this pass already stops
         self.pool: VictimPool | None = None  # built on the first preemption attempt only
-        self.quotas = {q.owner: q for q in snapshot.quotas}
         self.claimants = {h.for_ for h in self.held.values()}
 
     # ------------------------------------------------------------ the pass
@@ -164,7 +163,7 @@ class _Pass:
         have = self.live[m.name]
         if have >= self.desired[m.name]:
             return True, True, (-CLASS_RANK[m.class_], have >= m.scaling.min, 0, 0.0, m.name)
-        owed = within_guarantee(m, self.inv, self.quotas)
+        owed = within_guarantee(m, self.inv)
         key = _order_key(m, have, self.placer.reach(m, self.inv))
         return not owed, not (owed and m.name in self.claimants), key
 

@@ -118,7 +118,7 @@ class Inventory:
     live: list[LiveReplica]
     by_model: dict[str, list[Replica]]  # every replica, per model name
     live_count: dict[str, int]  # replicas that count, per model name
-    stopping_for: set[str]  # models that replicas preempted for them are still stopping for
+    stopping_preempted: list[Replica]  # preempted for a model and still on their way out
     # Healthy devices on eligible nodes, used or not: whole GPUs by (model, memory), slices
     # by MIG profile. How much of the fleet a profile could ever use.
     gpu_kinds: dict[tuple[str, float], int]
@@ -154,7 +154,7 @@ class Inventory:
         live: list[LiveReplica] = []
         by_model: dict[str, list[Replica]] = {}
         live_count: dict[str, int] = {}
-        stopping_for: set[str] = set()
+        stopping_preempted: list[Replica] = []
         shares = slice_share.keys()
         for rep in snap.replicas:
             name = rep.model
@@ -164,7 +164,7 @@ class Inventory:
             if counts:
                 live_count[name] = live_count.get(name, 0) + 1
             elif rep.preempted_for:
-                stopping_for.add(rep.preempted_for)
+                stopping_preempted.append(rep)
             size = sizes.get((name, rep.profile))
             if size is None:
                 model = models.get(name)
@@ -269,7 +269,7 @@ class Inventory:
             live,
             by_model,
             live_count,
-            stopping_for,
+            stopping_preempted,
             gpu_kinds,
             slice_kinds,
             set(),
@@ -295,7 +295,7 @@ class Inventory:
             self.live,
             self.by_model,
             self.live_count,
-            self.stopping_for,
+            self.stopping_preempted,
             self.gpu_kinds,
             self.slice_kinds,
             set(self.released),
@@ -374,24 +374,29 @@ class Inventory:
         self._materialize()
         ns = self._mutable(node_id)
         self._unindex(ns)
-        taken = set(device_ids)
-        if profile.mig_profile is None:
-            ns.free_gpus = [g for g in ns.free_gpus if g.id not in taken]
-        else:
-            lst = ns.free_slices.get(profile.mig_profile, [])
-            ns.free_slices[profile.mig_profile] = [s for s in lst if s.id not in taken]
+        self._drop_free(ns, set(device_ids))
         ns.free_cpu -= profile.cpu_cores
         ns.free_mem -= profile.memory_gb
         ns.used_units += len(device_ids)
         ns.per_model[model.name] = ns.per_model.get(model.name, 0) + 1
         self._index(ns)
-        self._tick()
-        self._log_versions.append(self.version)
-        self._log_nodes.append(node_id)
+        self._changed(node_id)
 
-    def _tick(self) -> None:
+    def _changed(self, *node_ids: str) -> None:
+        """A new version, and which nodes it touched (for work to be brought up to date)."""
         self._clock[0] += 1
         self.version = self._clock[0]
+        for node_id in node_ids:
+            self._log_versions.append(self.version)
+            self._log_nodes.append(node_id)
+
+    def _drop_free(self, ns: NodeState, device_ids: set[str]) -> int:
+        """Take devices off a node's free lists; how many of them were there."""
+        before = len(ns.free_gpus) + sum(len(v) for v in ns.free_slices.values())
+        ns.free_gpus = [g for g in ns.free_gpus if g.id not in device_ids]
+        for prof, lst in ns.free_slices.items():
+            ns.free_slices[prof] = [sl for sl in lst if sl.id not in device_ids]
+        return before - len(ns.free_gpus) - sum(len(v) for v in ns.free_slices.values())
 
     def reserve(self, node_id: str, device_ids: list[str]) -> None:
         """Hold free devices back from the rest of the pass: room a preempting model counted
@@ -399,17 +404,9 @@ class Inventory:
         self._materialize()
         ns = self._mutable(node_id)
         self._unindex(ns)
-        held = set(device_ids)
-        before = len(ns.free_gpus) + sum(len(v) for v in ns.free_slices.values())
-        ns.free_gpus = [g for g in ns.free_gpus if g.id not in held]
-        for prof, lst in ns.free_slices.items():
-            ns.free_slices[prof] = [sl for sl in lst if sl.id not in held]
-        after = len(ns.free_gpus) + sum(len(v) for v in ns.free_slices.values())
-        ns.used_units += before - after
+        ns.used_units += self._drop_free(ns, set(device_ids))
         self._index(ns)
-        self._tick()
-        self._log_versions.append(self.version)
-        self._log_nodes.append(node_id)
+        self._changed(node_id)
 
     def is_free(self, node_id: str, device_id: str) -> bool:
         ns = self.nodes.get(node_id)
@@ -426,7 +423,7 @@ class Inventory:
     def charge(self, owner: str, amount: Vec) -> None:
         for p in owner_prefixes(owner):
             self.usage[p] = add(self.usage.get(p, ZERO), amount)
-        self._tick()
+        self._changed()
 
     def release(self, replica_id: str) -> list[str]:
         """Give back what an existing replica holds (trials only; real stops wait for Nomad).
@@ -467,19 +464,16 @@ class Inventory:
                         ns.used_units -= 1
                         if sl.healthy and gpu.healthy:
                             ns.free_slices.setdefault(sl.profile, []).append(sl)
-            ns.free_gpus.sort(key=lambda g: g.id)
+            ns.free_gpus.sort(key=_BY_ID)
             for lst in ns.free_slices.values():
-                lst.sort(key=lambda s: s.id)
+                lst.sort(key=_BY_ID)
             if self._stale is None:
                 self._index(ns)
         if model is not None:
             n = len(rep.shards)
             for p in owner_prefixes(model.owner):
                 self.usage[p] = add(self.usage.get(p, ZERO), (gpus, cpu * n, mem * n), -1.0)
-        self._tick()
-        for node_id in touched:
-            self._log_versions.append(self.version)
-            self._log_nodes.append(node_id)
+        self._changed(*touched)
         return touched
 
     def _count(self, device_ids: list[str]) -> float:

@@ -4,8 +4,8 @@ Nodes are visited tightest fit first (the inventory's by-free-count index, small
 that suffices upward) and only the first `limit` feasible ones are scored, as Nomad's
 LimitIterator does: the best-scored among the best-fitting few, not a scan of the fleet.
 Nomad scores 2 nodes for batch jobs and log2(n) for services; half of log2(n), at least 3,
-kept the placement quality of bench/quality.py and cut the pass time by a tenth.
-Static filters' verdicts are remembered per profile and node for the pass (see plugins).
+kept the placement quality of bench/quality.py. Static filters' verdicts are remembered per
+profile and node shape for the pass (see plugins).
 """
 
 from __future__ import annotations
@@ -30,8 +30,6 @@ from scheduler.core.plugins import (
 
 MIN_LIMIT = 3  # feasible nodes scored per shard search, at least
 
-# A static verdict: the reason a node can never hold the profile, or the ids of the node's
-# GPUs that may serve it (None: every one).
 # A static verdict: the reason a node can never hold the profile, or which of its GPUs may
 # serve it, by id (when extra filters run) or by (model, memory) kind; None, None: every one.
 Verdict = tuple[str | None, frozenset[str] | None, frozenset[tuple[str, float]] | None]
@@ -101,7 +99,7 @@ class Placer:
         # memory); an extra one may read anything, so then each (model, profile) is its own.
         self._by_model = extra
         self._reach: dict[Key, int] = {}
-        self._class_members: dict[Key, list[NodeState]] = {}
+        self._class_members: dict[Shape, list[NodeState]] = {}
         self._class_verdicts: dict[tuple[Key, Shape], Verdict] = {}
         self._verdicts: dict[Key, dict[str, Verdict]] = {}
         self._explained: dict[Key, _Explained] = {}
@@ -242,8 +240,9 @@ class Placer:
         return found
 
     def place_profile(
-        self, model: Model, profile: Profile, inv: Inventory, explain: bool
+        self, model: Model, profile: Profile, inv: Inventory
     ) -> tuple[Placement | None, ProfileTrial, str]:
+        """The best placement of one profile, or why not (quota; else counted by place())."""
         ctx = PlaceContext(model, profile)
         block = inv.quota_block(model.owner, profile_need(profile))
         if block is not None:
@@ -264,12 +263,7 @@ class Placer:
         self.failures[(model.name, profile.name)] = Failure(
             inv.version, [nid for nid, _ in fits], False
         )
-        short = self._explain(ctx, inv) if explain else {}
-        return (
-            None,
-            ProfileTrial(profile=profile.name, short=short),
-            _sentence(profile, len(fits), short),
-        )
+        return None, ProfileTrial(profile=profile.name), _sentence(profile, len(fits), {})
 
     def _explain(self, ctx: PlaceContext, inv: Inventory) -> dict[str, int]:
         """How many nodes said no for which reason. Worked out once per profile shape and then
@@ -330,7 +324,7 @@ class Placer:
         out = Outcome(None)
         tried: list[tuple[Profile, ProfileTrial, str]] = []
         for profile in model.profiles:
-            placement, trial, note = self.place_profile(model, profile, inv, explain=False)
+            placement, trial, note = self.place_profile(model, profile, inv)
             if placement is not None:
                 out.placement = placement
                 return out

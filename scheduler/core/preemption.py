@@ -31,6 +31,7 @@ TIER_IDLE, TIER_BORROWED, TIER_LOWER_ABOVE_MIN, TIER_SAME_ABOVE_MIN, TIER_LOWER_
 CRITICAL = CLASS_RANK["critical"]
 
 OrderKey = tuple[float, float, float, str]  # longest idle, smaller gpus, smaller memory, id
+GroupKey = tuple[int, bool, bool, str, bool, bool]  # rank, idle od, above min, owner, b, g
 
 
 @dataclass(frozen=True)
@@ -59,8 +60,16 @@ class _Entry:
     guarded: bool  # its owner has a guarantee somewhere up its path
     order: OrderKey
 
-
-GroupKey = tuple[int, bool, bool, str, bool, bool]  # rank, idle od, above min, owner, b, g
+    def group(self, above_min: bool) -> GroupKey:
+        """Everything its tier depends on besides the asking model."""
+        return (
+            self.rank,
+            self.idle_on_demand,
+            above_min,
+            self.model.owner,
+            self.borrowed,
+            self.guarded,
+        )
 
 
 def _guarantee_of(owner: str, quotas: dict[str, Quota]) -> tuple[str, Vec] | None:
@@ -75,10 +84,10 @@ def _guarantee_of(owner: str, quotas: dict[str, Quota]) -> tuple[str, Vec] | Non
     return None
 
 
-def within_guarantee(m: Model, inv: Inventory, quotas: dict[str, Quota]) -> bool:
+def within_guarantee(m: Model, inv: Inventory) -> bool:
     """Whether one more replica of `m` keeps its owner within its guarantee: then it may take
     back what other owners borrowed past theirs."""
-    mine = _guarantee_of(m.owner, quotas)
+    mine = _guarantee_of(m.owner, inv.quotas)
     if mine is None:
         return False
     have = inv.usage.get(mine[0], ZERO)
@@ -128,7 +137,7 @@ class VictimPool:
     def __init__(self, snapshot: Snapshot, inv: Inventory, excluded: set[str]) -> None:
         now = snapshot.now
         settings = snapshot.settings
-        self.quotas = {q.owner: q for q in snapshot.quotas}
+        self.quotas = inv.quotas
         self.excluded = excluded  # shared with the pass: replicas it already stops
         self._groups: dict[GroupKey, list[tuple[OrderKey, str]]] = {}
         self._entries: dict[str, _Entry] = {}
@@ -181,7 +190,7 @@ class VictimPool:
             )
             if rid in excluded:
                 continue
-            key = (rank, e.idle_on_demand, left > 0, owner, e.borrowed, e.guarded)
+            key = e.group(left > 0)
             group = groups.get(key)
             if group is None:
                 group = groups[key] = []
@@ -199,14 +208,7 @@ class VictimPool:
             e = self._entries.get(rid)
             if e is None:
                 continue  # never a victim (counted all the same)
-            key: GroupKey = (
-                e.rank,
-                e.idle_on_demand,
-                i < above,
-                e.model.owner,
-                e.borrowed,
-                e.guarded,
-            )
+            key = e.group(i < above)
             old = self._where.get(rid)
             if old == key:
                 continue
@@ -245,7 +247,7 @@ class VictimPool:
         """The replicas that may give way for `m`, in the order they should."""
         my_rank = CLASS_RANK[m.class_]
         below_min = live < m.scaling.min
-        reclaim = within_guarantee(m, inv, self.quotas)
+        reclaim = within_guarantee(m, inv)
         tiers: list[list[list[tuple[OrderKey, str]]]] = [[] for _ in range(5)]
         for key, group in self._groups.items():
             if group:
