@@ -3,9 +3,10 @@
 A filter says why a node cannot hold one shard (or None when it can); it may narrow the
 devices still in the running by assigning a new list to `choice.gpus` (never mutating it).
 A filter with `static = True` reads only the node's description (`node.node`) and the
-profile, never what is free: the core runs those first, once per profile and node in a pass,
-on the node's healthy whole GPUs, and remembers the verdict and the narrowing (as Nomad
-caches feasibility per computed node class). The others run on every visit, on the free
+profile, never what is free: the core runs those first, once per profile and node shape in
+a pass (per node when an extra filter is configured), on the node's healthy whole GPUs, and
+remembers the verdict and the narrowing (as Nomad caches feasibility per computed node
+class). The others run on every visit, on the free
 GPUs that survived the static narrowing. A scorer ranks a node with its chosen devices;
 higher is better. Extra plugins are passed to `decide(snapshot, plugins)`; loading them from
 entry points is an adapter's job, never the core's.
