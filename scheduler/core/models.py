@@ -138,6 +138,9 @@ class Model(Strict):
     # Which job template renders its replicas (jobspecs/<runtime>.nomad.hcl) and the values it gets.
     runtime: Annotated[str, Field(pattern=r"^[a-z0-9_-]+$")] = "vllm"
     params: dict[str, str] = Field(default_factory=dict)
+    # How long a replica may take from registration to passing its readiness check (weights
+    # download, load, compile). Sizes the job's health-check grace and the starting time-out.
+    load_grace_s: Annotated[int, Field(ge=30, le=86400)] = 1800
 
     @field_validator("profiles")
     @classmethod
