@@ -15,14 +15,17 @@ def _apply(kind: str, file: str, dry_run: bool, as_json: bool, prefix: str | Non
     from rich.table import Table
 
     from scheduler.ops import catalog_io
-    from scheduler.ops.cli_support import call, console, fail, print_json, working
+    from scheduler.ops.cli_support import call, console, esc, fail, print_json, working
     from scheduler.ops.connect import consul_client, layout
 
     try:
         items = catalog_io.parse(catalog_io.load_documents(file), kind)  # type: ignore[arg-type]
     except catalog_io.CatalogError as exc:
-        lines = "\n  ".join(exc.lines)
-        fail(f"{file} has {len(exc.lines)} problem(s), nothing was written:\n  {lines}")
+        count = len(exc.lines)
+        fail(
+            f"{file} has {count} problem{'s' if count != 1 else ''}, nothing was written:",
+            details=exc.lines,
+        )
     client = consul_client()
     kv = layout(prefix)
     with working(f"reading {len(items)} {kind} from Consul"):
@@ -50,7 +53,7 @@ def _apply(kind: str, file: str, dry_run: bool, as_json: bool, prefix: str | Non
         colour = {"create": "green", "update": "yellow", "unchanged": "dim"}
         for c in changes:
             state = "conflict" if c.key in conflicts else c.action
-            table.add_row(c.name, c.key, f"[{colour.get(state, 'red')}]{state}[/]")
+            table.add_row(esc(c.name), esc(c.key), f"[{colour.get(state, 'red')}]{state}[/]")
         console.print(table)
         for c in changes:
             if c.action != "unchanged":
@@ -58,6 +61,8 @@ def _apply(kind: str, file: str, dry_run: bool, as_json: bool, prefix: str | Non
         if dry_run:
             console.print("[dim]dry run: nothing was written[/]")
     if conflicts:
+        if as_json:  # the object above already names them; one JSON document on stdout
+            raise typer.Exit(1)
         fail(
             f"{', '.join(conflicts)} changed in Consul while applying (CAS): "
             "run the same command again to see the new diff"
@@ -69,7 +74,15 @@ def _list(kind: str, as_json: bool, prefix: str | None) -> None:
 
     from scheduler.core.models import Model, Quota
     from scheduler.ops import catalog_io
-    from scheduler.ops.cli_support import call, console, err_console, print_json, working
+    from scheduler.ops.cli_support import (
+        call,
+        console,
+        err_console,
+        esc,
+        print_json,
+        require_read,
+        working,
+    )
     from scheduler.ops.connect import consul_client, layout
 
     client = consul_client()
@@ -78,6 +91,8 @@ def _list(kind: str, as_json: bool, prefix: str | None) -> None:
     where = kv.models if kind == "models" else kv.quotas
     with working(f"reading {kind} from Consul"):
         items, errors = call("Consul", lambda: catalog_io.read_all(client, where, cls))
+        if not items and not errors:
+            require_read(client, where)
     if as_json:
         print_json(
             {
@@ -97,18 +112,21 @@ def _list(kind: str, as_json: bool, prefix: str | None) -> None:
             )
             s = m.scaling
             table.add_row(
-                m.name, m.owner, m.class_, str(s.min), str(s.max), f"{s.target_per_replica:g}",
-                "yes" if s.on_demand else "no", profiles,
+                esc(m.name), esc(m.owner), m.class_, str(s.min), str(s.max),
+                f"{s.target_per_replica:g}", "yes" if s.on_demand else "no", esc(profiles),
             )  # fmt: skip
     else:
         table = Table(title=f"quotas under {where}")
         for col in ("owner", "guarantee", "limit"):
             table.add_column(col)
         for q in items:
-            table.add_row(q.owner, _amount(q.guarantee), _amount(q.limit) if q.limit else "-")
-    console.print(table)
+            table.add_row(esc(q.owner), _amount(q.guarantee), _amount(q.limit) if q.limit else "-")
+    if items:
+        console.print(table)
+    else:
+        console.print(f"no {kind} under {esc(where)}", highlight=False)
     for line in errors:
-        err_console.print(f"[yellow]skipped bad value[/] {line}", highlight=False)
+        err_console.print(f"[yellow]skipped bad value[/] {esc(line)}", highlight=False)
 
 
 def _amount(amount: Any) -> str:
@@ -145,12 +163,12 @@ def register(app: typer.Typer) -> None:
         prefix: str | None = prefix_opt,
     ) -> None:
         """Validate models from a file, show the diff, and write them with CAS."""
-        _guard(lambda: _apply("models", file, dry_run, as_json, prefix))
+        _guard(lambda: _apply("models", file, dry_run, as_json, prefix), as_json)
 
     @models.command("list")
     def models_list(as_json: bool = json_opt, prefix: str | None = prefix_opt) -> None:
         """List the models in Consul KV."""
-        _guard(lambda: _list("models", as_json, prefix))
+        _guard(lambda: _list("models", as_json, prefix), as_json)
 
     @quotas.command("apply")
     def quotas_apply(
@@ -160,12 +178,12 @@ def register(app: typer.Typer) -> None:
         prefix: str | None = prefix_opt,
     ) -> None:
         """Validate quotas from a file, show the diff, and write them with CAS."""
-        _guard(lambda: _apply("quotas", file, dry_run, as_json, prefix))
+        _guard(lambda: _apply("quotas", file, dry_run, as_json, prefix), as_json)
 
     @quotas.command("list")
     def quotas_list(as_json: bool = json_opt, prefix: str | None = prefix_opt) -> None:
         """List the quotas in Consul KV."""
-        _guard(lambda: _list("quotas", as_json, prefix))
+        _guard(lambda: _list("quotas", as_json, prefix), as_json)
 
     @app.command("schema")
     def schema_cmd(
@@ -192,7 +210,7 @@ def register(app: typer.Typer) -> None:
         print_json({name: json.loads(text) for name, text in schemas.generate().items()})
 
 
-def _guard(body: Any) -> None:
+def _guard(body: Any, as_json: bool = False) -> None:
     from scheduler.ops.cli_support import guarded
 
-    guarded(body)
+    guarded(body, as_json)

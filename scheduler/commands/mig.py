@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import typer
 
-WANT_HELP = "PROFILE=COUNT[,PROFILE=COUNT...], e.g. 3g.40gb=2,1g.10gb=1"
+WANT_HELP = (
+    "PROFILE=COUNT[,PROFILE=COUNT...], e.g. 3g.40gb=2,1g.10gb=1; may be given more than once"
+)
 
 
-def _want(text: str) -> dict[str, int]:
+def _want(texts: list[str]) -> dict[str, int]:
+    """Every --want together (a profile named twice is an error, never silently the last)."""
     from scheduler.core.mig_geometry import parse_want
 
     try:
-        return parse_want(text)
+        return parse_want(",".join(texts))
     except ValueError as err:
         typer.echo(str(err), err=True)
         raise typer.Exit(2) from None
@@ -29,7 +32,7 @@ def register(app: typer.Typer) -> None:
     @mig.command("plan")
     def plan_cmd(
         gpu: str = typer.Option(..., "--gpu", help='GPU model, e.g. "NVIDIA A100-SXM4-80GB"'),
-        want: str = typer.Option(..., "--want", help=WANT_HELP),
+        want: list[str] = typer.Option(..., "--want", help=WANT_HELP),
     ) -> None:
         """Print a MIG layout holding the wanted instances, as JSON."""
         from scheduler.core.mig_geometry import LayoutError, plan_layout
@@ -69,7 +72,7 @@ def register(app: typer.Typer) -> None:
     @mig.command("apply")
     def apply_cmd(
         gpu_index: int = typer.Option(..., "--gpu-index", help="NVML index of the GPU"),
-        want: str = typer.Option(..., "--want", help=WANT_HELP),
+        want: list[str] = typer.Option(..., "--want", help=WANT_HELP),
         apply: bool = typer.Option(False, "--apply", help="really change the GPU"),
         fake: str | None = typer.Option(None, "--fake-nvml", hidden=True),
     ) -> None:

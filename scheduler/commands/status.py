@@ -42,7 +42,15 @@ def _live() -> Any:
 def _status(as_json: bool, prefix: str | None) -> None:
     from rich.table import Table
 
-    from scheduler.ops.cli_support import call, console, err_console, print_json, working
+    from scheduler.ops.cli_support import (
+        call,
+        console,
+        err_console,
+        esc,
+        print_json,
+        require_read,
+        working,
+    )
     from scheduler.ops.connect import consul_client, layout
     from scheduler.ops.status_view import read_status
 
@@ -50,6 +58,8 @@ def _status(as_json: bool, prefix: str | None) -> None:
     client = consul_client()
     with working("reading status records from Consul"):
         report = call("Consul", lambda: read_status(client, kv))
+        if not report.records and not report.unreadable and not report.general_errors:
+            require_read(client, kv.status)
     if as_json:
         print_json(
             {
@@ -61,7 +71,8 @@ def _status(as_json: bool, prefix: str | None) -> None:
         return
     if not report.records:
         console.print(
-            f"no status records under {kv.status}: is the scheduler running with this prefix?"
+            f"no status records under {esc(kv.status)}: is the scheduler running with this prefix?",
+            highlight=False,
         )
     table = Table(title=f"models ({kv.status})")
     for col in ("model", "desired", "live", "replicas", "pending", "last error", "updated"):
@@ -72,21 +83,22 @@ def _status(as_json: bool, prefix: str | None) -> None:
             states[rep.state] = states.get(rep.state, 0) + 1
         live = f"[green]{r.live}[/]" if r.live >= r.desired else f"[yellow]{r.live}[/]"
         table.add_row(
-            name, str(r.desired), live, ", ".join(f"{n} {s}" for s, n in sorted(states.items())),
-            f"[yellow]{r.pending}[/]" if r.pending else "",
-            f"[red]{r.last_error}[/]" if r.last_error else "",
-            r.updated_at or "",
+            esc(name), str(r.desired), live,
+            esc(", ".join(f"{n} {s}" for s, n in sorted(states.items()))),
+            f"[yellow]{esc(r.pending)}[/]" if r.pending else "",
+            f"[red]{esc(r.last_error)}[/]" if r.last_error else "",
+            esc(r.updated_at or ""),
         )  # fmt: skip
     if report.records:
         console.print(table)
     for line in report.general_errors + report.unreadable:
-        err_console.print(f"[yellow]warning:[/] {line}", highlight=False)
+        err_console.print(f"[yellow]warning:[/] {esc(line)}", highlight=False)
 
 
 def _why(model: str, as_json: bool, prefix: str | None) -> None:
-    from scheduler.ops.cli_support import call, console, print_json, working
+    from scheduler.ops.cli_support import call, console, esc, print_json, working
     from scheduler.ops.connect import OperatorError, consul_client, layout
-    from scheduler.ops.status_view import explain_trials, read_status
+    from scheduler.ops.status_view import explain_trials, read_status, why_not_pending
 
     kv = layout(prefix)
     client = consul_client()
@@ -97,6 +109,8 @@ def _why(model: str, as_json: bool, prefix: str | None) -> None:
     tried = record.tried if record else None
     pending = record.pending if record else None
     desired, live = (record.desired, record.live) if record else (None, None)
+    starting = sum(1 for r in record.replicas if r.state == "starting") if record else 0
+    actions: list[Any] = []
     if record is None or (record.pending and not record.tried):
         decision = _live()
         status = decision.plan.models.get(model)
@@ -109,32 +123,38 @@ def _why(model: str, as_json: bool, prefix: str | None) -> None:
             )
         source = "live decision"
         tried, pending, desired, live = status.tried, status.pending, status.desired, status.live
+        actions = [a for a in decision.plan.actions if a.model == model]
     trials = tried or []
+    state = None if pending else why_not_pending(desired or 0, live or 0, starting, actions)
     if as_json:
         print_json(
             {
                 "model": model, "desired": desired, "live": live, "pending": pending,
-                "source": source, "tried": [t.model_dump(mode="json") for t in trials],
+                "state": state, "source": source,
+                "tried": [t.model_dump(mode="json") for t in trials],
                 "last_error": record.last_error if record else None,
             }
         )  # fmt: skip
         return
-    console.print(f"[bold]{model}[/]: {live} of {desired} replicas live ({source})")
+    where = "status record" if record else "no status record yet: what the next pass would do"
+    console.print(
+        f"[bold]{esc(model)}[/]: {live} of {desired} replicas live ({where})", highlight=False
+    )
     if not pending:
-        console.print("[green]not pending[/]: it has what it wants")
+        console.print(f"[green]not pending[/]: {esc(state)}", highlight=False)
     else:
-        console.print(f"[yellow]pending:[/] {pending}", highlight=False)
+        console.print(f"[yellow]pending:[/] {esc(pending)}", highlight=False)
     for line in explain_trials(trials):
-        console.print(f"  tried {line}", highlight=False)
+        console.print(f"  tried {esc(line)}", highlight=False)
     if record and record.last_error:
-        console.print(f"[red]last error:[/] {record.last_error}", highlight=False)
+        console.print(f"[red]last error:[/] {esc(record.last_error)}", highlight=False)
 
 
 def _dry_run(as_json: bool) -> None:
     from rich.table import Table
 
     from scheduler.core.models import StartAction
-    from scheduler.ops.cli_support import console, err_console, print_json
+    from scheduler.ops.cli_support import console, err_console, esc, print_json
 
     decision = _live()
     plan = decision.plan
@@ -154,20 +174,20 @@ def _dry_run(as_json: bool) -> None:
     for a in plan.actions:
         if isinstance(a, StartAction):
             where = "; ".join(f"{nodes.get(s.node, s.node)}: {len(s.gpus)} dev" for s in a.shards)
-            table.add_row("[green]start[/]", a.model, a.replica, where, a.reason)
+            table.add_row("[green]start[/]", esc(a.model), a.replica, esc(where), esc(a.reason))
         else:
-            table.add_row("[red]stop[/]", a.model, a.replica, "", a.reason)
+            table.add_row("[red]stop[/]", esc(a.model), a.replica, "", esc(a.reason))
     if plan.actions:
         console.print(table)
     else:
         console.print("nothing to do: every model has what it can get")
     for name, s in sorted(plan.models.items()):
         if s.pending:
-            console.print(f"[yellow]{name}[/] pending: {s.pending}", highlight=False)
+            console.print(f"[yellow]{esc(name)}[/] pending: {esc(s.pending)}", highlight=False)
     for line in plan.advice:
-        console.print(f"[cyan]advice:[/] {line}", highlight=False)
+        console.print(f"[cyan]advice:[/] {esc(line)}", highlight=False)
     for line in decision.input_errors + decision.warnings:
-        err_console.print(f"[yellow]warning:[/] {line}", highlight=False)
+        err_console.print(f"[yellow]warning:[/] {esc(line)}", highlight=False)
 
 
 def register(app: typer.Typer) -> None:
@@ -179,7 +199,7 @@ def register(app: typer.Typer) -> None:
     @app.command("status")
     def status_cmd(as_json: bool = json_opt, prefix: str | None = prefix_opt) -> None:
         """Every model: desired, live and pending, from the scheduler's status records."""
-        guarded(lambda: _status(as_json, prefix))
+        guarded(lambda: _status(as_json, prefix), as_json)
 
     @app.command("why")
     def why_cmd(
@@ -188,9 +208,9 @@ def register(app: typer.Typer) -> None:
         prefix: str | None = prefix_opt,
     ) -> None:
         """Why a model is pending: per profile, what was tried and what was short where."""
-        guarded(lambda: _why(model, as_json, prefix))
+        guarded(lambda: _why(model, as_json, prefix), as_json)
 
     @app.command("dry-run")
     def dry_run_cmd(as_json: bool = json_opt) -> None:
         """Build a snapshot of the live cluster and print what the next pass would do."""
-        guarded(lambda: _dry_run(as_json))
+        guarded(lambda: _dry_run(as_json), as_json)

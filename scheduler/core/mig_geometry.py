@@ -351,8 +351,16 @@ def parse_want(text: str) -> dict[str, int]:
     for part in text.split(","):
         name, sep, count = part.strip().partition("=")
         name, count = name.strip(), count.strip()
-        if not sep or not name or not count.isdigit():
-            raise ValueError(f"--want must look like {example}; {part.strip()!r} does not")
+        if not name:
+            raise ValueError(f"--want {part.strip()!r} names no profile; write {example}")
+        if not sep:
+            raise ValueError(
+                f"--want {name} has no count: write {name}=COUNT, e.g. {name}=1 ({example})"
+            )
+        if not count.isdigit():
+            raise ValueError(
+                f"--want {name}={count}: the count must be a whole number, e.g. {name}=1"
+            )
         if name in want:
             raise ValueError(f"--want names {name} twice; give each profile once")
         want[name] = int(count)

@@ -160,6 +160,20 @@ class Quota(Strict):
     guarantee: Amount = Field(default_factory=Amount)
     limit: Amount | None = None
 
+    @model_validator(mode="after")
+    def _guarantee_within_limit(self) -> Quota:
+        # A guarantee past the limit could never be held: almost always a typo (8 for 4).
+        if self.limit is None:
+            return self
+        for dim in ("gpus", "cpu_cores", "memory_gb"):
+            g, lim = getattr(self.guarantee, dim), getattr(self.limit, dim)
+            if g is not None and lim is not None and g > lim:
+                raise ValueError(
+                    f"guarantee.{dim} ({g:g}) is larger than limit.{dim} ({lim:g}): an owner "
+                    "cannot be guaranteed more than it may hold"
+                )
+        return self
+
 
 class Demand(Strict):
     inflight: Annotated[int, Field(ge=0)] = 0

@@ -194,8 +194,15 @@ def read_all(
         tail = KVLayout.tail(key, prefix)
         if not tail or tail.startswith("_"):
             continue
-        value = _stored(entry["Value"])
-        if value is None:
+        if entry["Value"] is None:
+            continue
+        try:
+            value = json.loads(entry["Value"])
+        except ValueError as exc:  # one clear line, not every field the model lacks
+            errors.append(f"{key}: not valid JSON ({exc})")
+            continue
+        if not isinstance(value, dict):
+            errors.append(f"{key}: expected a JSON object, got {type(value).__name__}")
             continue
         if cls is Quota:
             value = {"owner": tail, **value}

@@ -104,3 +104,27 @@ def explain_trials(tried: list[ProfileTrial]) -> list[str]:
         text = short or "nothing short"
         lines.append(f"{t.profile}: {text}" + (f" ({t.note})" if t.note else ""))
     return lines
+
+
+def why_not_pending(desired: int, live: int, starting: int, actions: list[Any]) -> str:
+    """What a model that is not pending is doing: it may still be short of its desired count
+    (the scheduler is starting replicas), or above it (stopping some)."""
+    starts = [a for a in actions if a.op == "start"]
+    stops = [a for a in actions if a.op == "stop"]
+    if starts:
+        profiles = sorted({a.profile for a in starts})
+        n = len(starts)
+        return (
+            f"the next pass would start {n} replica{'s' if n != 1 else ''} "
+            f"(profile {', '.join(profiles)})"
+        )
+    if stops:
+        n = len(stops)
+        return f"the next pass would stop {n} replica{'s' if n != 1 else ''} ({stops[0].reason})"
+    if live < desired:
+        if starting:
+            return f"{starting} replica{'s' if starting != 1 else ''} starting, not ready yet"
+        return f"the scheduler is starting {desired - live} more; nothing stands in the way"
+    if live > desired:
+        return f"{live - desired} more than wanted; they will be stopped"
+    return "it has what it wants"

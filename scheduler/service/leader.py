@@ -70,6 +70,15 @@ class LeaderElection:
         if self._thread:
             self._thread.join(timeout=5)
 
+    def acquire_once(self) -> bool:
+        """Try the lock once, without the renewing thread (`run --once`); `stop()` releases it."""
+        try:
+            self._set(self._acquire())
+        except CONSUL_ERRORS as exc:
+            log.warning("leader_acquire_failed", error=f"{type(exc).__name__}: {exc}")
+            self._set(False)
+        return self.is_leader
+
     def _acquire(self) -> bool:
         if self.session is None:
             self.session = self.consul.session.create(
