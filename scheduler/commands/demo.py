@@ -21,16 +21,21 @@ def register(app: typer.Typer) -> None:
             max=20,
             help="run the cluster's clocks (start-up, lifetimes, holds, pass interval) faster",
         ),
-        port: int = typer.Option(0, "--port", help="dashboard port on 127.0.0.1 (0: any free one)"),
+        port: int = typer.Option(
+            9464, "--port", help="dashboard port on 127.0.0.1 (taken: any free one; 0: any)"
+        ),
         no_dashboard: bool = typer.Option(False, "--no-dashboard", help="serve no web dashboard"),
         plain: bool = typer.Option(False, "--plain", help="periodic plain lines, not a live view"),
         every: float = typer.Option(10.0, "--every", min=0.5, help="seconds between plain lines"),
-        log_file: Path | None = typer.Option(None, "--log-file", help="where the service logs go"),
+        log_file: Path | None = typer.Option(
+            None, "--log-file", help="where the service logs go (default: a new file per run)"
+        ),
     ) -> None:
         """Run the scheduler against embedded stand-ins and show what it does, live."""
         from rich.console import Console
 
         from scheduler.demo.runner import DemoOptions, run_demo, summary_lines
+        from scheduler.ops.cli_support import esc
 
         console = Console()
         opts = DemoOptions(
@@ -40,10 +45,10 @@ def register(app: typer.Typer) -> None:
         try:
             result = run_demo(opts, console)
         except OSError as exc:
-            console.print(f"[bold red]error:[/] cannot start the demo: {exc}", highlight=False)
+            console.print(f"[bold red]error:[/] cannot start the demo: {esc(exc)}", highlight=False)
             raise typer.Exit(1) from exc
         for line in summary_lines(result):
-            console.print(line, highlight=False, soft_wrap=True)
+            console.print(line, highlight=False, soft_wrap=True, markup=False)
         if result.stats.passes == 0:
             console.print(
                 "[bold red]error:[/] the scheduler made no pass; see the service log above"

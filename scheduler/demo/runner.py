@@ -4,6 +4,7 @@ played into demand keys, the live view drawn, a summary at the end."""
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -20,15 +21,19 @@ from scheduler.demo.view import DemoStats, plain_line, render, summary
 from scheduler.ops.catalog_io import kv_value
 from scheduler.ops.dashboard import DashboardObserver, serve_ops
 from scheduler.ops.metrics import MetricsObserver
+from scheduler.standins.runner import RunningServer
 
 DEMO_PREFIX = "llm-scheduler-demo/"
+DASHBOARD_PORT = 9464  # the port README and `llm-scheduler run` use
+# Blocking-query wait of the demo's watches: short, so that stopping waits for them briefly.
+WATCH_WAIT_S = 2.0
 
 
 @dataclass
 class DemoOptions:
     duration_s: float = 120.0
     speed: float = 1.0
-    dashboard_port: int | None = 0  # None: no web dashboard
+    dashboard_port: int | None = DASHBOARD_PORT  # None: no web dashboard; 0: any free port
     live: bool | None = None  # None: a live view when stdout is a terminal
     plain_every_s: float = 10.0
     tick_s: float = 0.5
@@ -45,6 +50,7 @@ class DemoResult:
     dashboard_url: str | None = None
     demand_writes: int = 0
     lines: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # e.g. the port fallback, an unclean stop
 
 
 def _seed(client: Any, kv: KVLayout, speed: float) -> None:
@@ -83,13 +89,38 @@ class DemandWriter:
             self.writes += 1
 
 
+def log_path(requested: Path | None) -> Path:
+    """One log per run: the file asked for, or a new one named by its start time."""
+    if requested is not None:
+        return requested
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    fd, name = tempfile.mkstemp(prefix=f"llm-scheduler-demo-{stamp}-", suffix=".log")
+    os.close(fd)
+    return Path(name)
+
+
+def serve_dashboard(*observers: object, port: int) -> tuple[RunningServer, str | None]:
+    """Serve on `port`; when it is taken, on any free port, with a line that says so."""
+    try:
+        return serve_ops(*observers, port=port), None
+    except OSError as exc:
+        if port == 0:
+            raise
+        server = serve_ops(*observers, port=0)
+        why = exc.strerror or str(exc)
+        return server, (
+            f"dashboard: port {port} is not free ({why}; another demo or `llm-scheduler run`?), "
+            f"so it is on {server.url}/ instead"
+        )
+
+
 def _quiet_logs(path: Path) -> IO[str]:
     """The service logs go to a file: the terminal belongs to the live view."""
     import logging
 
     import structlog
 
-    handle = path.open("a", encoding="utf-8")
+    handle = path.open("w", encoding="utf-8")
     structlog.configure(
         processors=[
             structlog.processors.add_log_level,
@@ -136,8 +167,9 @@ def run_demo(opts: DemoOptions, console: Console) -> DemoResult:
     from scheduler.standins.devcluster import DevCluster
 
     speed = max(opts.speed, 0.1)
-    log_file = opts.log_file or Path(tempfile.gettempdir()) / "llm-scheduler-demo.log"
+    log_file = log_path(opts.log_file)
     log_handle = _quiet_logs(log_file)
+    notes: list[str] = []
     live_view = console.is_terminal if opts.live is None else opts.live
     dash, metrics, stats = DashboardObserver(), MetricsObserver(), DemoStats()
     kv = KVLayout(DEMO_PREFIX)
@@ -151,14 +183,15 @@ def run_demo(opts: DemoOptions, console: Console) -> DemoResult:
         demand.write(trace.demand_at(0.0))
         config = ServiceConfig(
             consul_addr=dev.consul_url, nomad_addr=dev.nomad_url, kv_prefix=DEMO_PREFIX,
-            pass_interval_s=max(0.5, 2.0 / speed), debounce_s=0.2, watch_wait_s=5.0,
+            pass_interval_s=max(0.5, 2.0 / speed), debounce_s=0.2, watch_wait_s=WATCH_WAIT_S,
             session_ttl_s=10, lock_delay_s=0, log_format="json",
         )  # fmt: skip
-        server = (
-            serve_ops(dash, metrics, port=opts.dashboard_port)
-            if opts.dashboard_port is not None
-            else None
-        )
+        server = None
+        if opts.dashboard_port is not None:
+            server, note = serve_dashboard(dash, metrics, port=opts.dashboard_port)
+            if note:
+                notes.append(note)
+                console.print(note, highlight=False, soft_wrap=True, markup=False)
         url = server.url if server else None
         service = Service(config, observers=[dash, metrics, stats])
         _route_server_logs(log_handle)
@@ -169,18 +202,22 @@ def run_demo(opts: DemoOptions, console: Console) -> DemoResult:
         except KeyboardInterrupt:
             lines.append("interrupted")
         finally:
+            seconds = time.monotonic() - started
+            # The service first, all of it, then the stand-ins: a blocking query cut off by a
+            # stopping server is what used to end the demo with CancelledError tracebacks.
             with console.status("stopping the scheduler", spinner="dots"):
                 service.stop()
+                if not service.join_watches(WATCH_WAIT_S * 1.2 + 2):
+                    notes.append("some watches were still waiting when the stand-ins stopped")
                 if server:
                     server.stop()
-        seconds = time.monotonic() - started
         final = dash.state()
     finally:
         dev.stop()
         _restore_logs()
         log_handle.close()
     gpus_total = int((final.get("totals") or {}).get("gpus", 0))
-    return DemoResult(stats, seconds, gpus_total, final, log_file, url, demand.writes, lines)
+    return DemoResult(stats, seconds, gpus_total, final, log_file, url, demand.writes, lines, notes)
 
 
 def _play(
@@ -212,7 +249,7 @@ def _play(
                 live.update(render(state, clock(elapsed), trace.phase(t), url))
             elif elapsed >= next_plain:
                 line = plain_line(state, clock(elapsed), trace.phase(t))
-                console.print(line, highlight=False, soft_wrap=True)
+                console.print(line, highlight=False, soft_wrap=True, markup=False)
                 lines.append(line)
                 next_plain += opts.plain_every_s
             if elapsed >= opts.duration_s:
@@ -225,5 +262,6 @@ def _play(
 
 def summary_lines(result: DemoResult) -> list[str]:
     lines = summary(result.stats, result.seconds, result.gpus_total)
-    lines.append(f"  service log: {result.log_file}")
+    lines += [f"  note: {n}" for n in result.notes]
+    lines.append(f"  service log (this run only): {result.log_file}")
     return lines

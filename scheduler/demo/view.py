@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from rich.console import Group
@@ -22,32 +23,70 @@ PALETTE = [
 
 @dataclass
 class DemoStats:
-    """A PassObserver that keeps the numbers of the final summary."""
+    """A PassObserver that keeps what the final summary tells: who waited for room and how long,
+    who gave way to whom, the busiest moment, and what was still pending at the end."""
 
     passes: int = 0
     pass_time_s: float = 0.0
     peak_pending: int = 0
     max_utilisation: float = 0.0
     max_gpus_allocated: int = 0
+    peak_devices: tuple[int, int, int, int] = (0, 0, 0, 0)  # GPUs held/total, MIG held/total
     starts: int = 0
     stops: int = 0
     preemptions: int = 0
     failed: int = 0
     errors: list[str] = field(default_factory=list)
+    classes: dict[str, str] = field(default_factory=dict)
+    # Seconds each model spent pending (wanting more than it could be given room for).
+    waited_s: dict[str, float] = field(default_factory=dict)
+    longest_wait_s: dict[str, float] = field(default_factory=dict)
+    wait_reason: dict[str, str] = field(default_factory=dict)  # the reason at its longest wait
+    # (victim, victim class, beneficiary, beneficiary class) -> how many times.
+    gave_way: dict[tuple[str, str, str, str], int] = field(default_factory=dict)
+    final_pending: dict[str, str] = field(default_factory=dict)
+    _last_now: datetime | None = field(default=None, repr=False)
+    _waiting: dict[str, float] = field(default_factory=dict, repr=False)  # current wait so far
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def pass_finished(
         self, snapshot: Snapshot, plan: Plan, duration_s: float, input_errors: list[str]
     ) -> None:
         use = usage(snapshot)
+        pending = {name: s.pending for name, s in plan.models.items() if s.pending}
         with self._lock:
             self.passes += 1
             self.pass_time_s += duration_s
-            self.peak_pending = max(
-                self.peak_pending, sum(1 for s in plan.models.values() if s.pending)
-            )
+            self.classes.update({m.name: m.class_ for m in snapshot.models})
+            self.peak_pending = max(self.peak_pending, len(pending))
+            if use.gpu_utilisation >= self.max_utilisation:
+                self.peak_devices = (
+                    use.gpus_allocated, use.gpus_total, use.mig_allocated, use.mig_total
+                )  # fmt: skip
             self.max_utilisation = max(self.max_utilisation, use.gpu_utilisation)
             self.max_gpus_allocated = max(self.max_gpus_allocated, use.gpus_allocated)
+            self._count_waits(snapshot.now, pending)
+            self.final_pending = pending
+
+    def _count_waits(self, now: datetime, pending: dict[str, str]) -> None:
+        # The time since the last pass goes to the models that were pending then and still are.
+        dt = (now - self._last_now).total_seconds() if self._last_now else 0.0
+        self._last_now = now
+        for name in list(self._waiting):
+            if name not in pending:
+                del self._waiting[name]
+        for name, reason in pending.items():
+            so_far = self._waiting.get(name)
+            if so_far is None:
+                self._waiting[name] = 0.0
+                self.waited_s.setdefault(name, 0.0)
+                self.wait_reason.setdefault(name, reason)
+                continue
+            self._waiting[name] = so_far + dt
+            self.waited_s[name] += dt
+            if self._waiting[name] >= self.longest_wait_s.get(name, 0.0):
+                self.longest_wait_s[name] = self._waiting[name]
+                self.wait_reason[name] = reason
 
     def action_done(self, action: StartAction | StopAction, ok: bool, error: str | None) -> None:
         with self._lock:
@@ -59,7 +98,13 @@ class DemoStats:
                 self.starts += 1
             else:
                 self.stops += 1
-                self.preemptions += bool(action.preempted_for)
+                if isinstance(action, StopAction) and action.preempted_for:
+                    self.preemptions += 1
+                    key = (
+                        action.model, self.classes.get(action.model, "?"),
+                        action.preempted_for, self.classes.get(action.preempted_for, "?"),
+                    )  # fmt: skip
+                    self.gave_way[key] = self.gave_way.get(key, 0) + 1
 
 
 def colours(models: list[str]) -> dict[str, str]:
@@ -155,15 +200,59 @@ def plain_line(state: dict[str, Any], clock: str, phase: str) -> str:
     )
 
 
+def _secs(s: float) -> str:
+    return f"{s:.0f} s" if s >= 1 else "under 1 s"
+
+
 def summary(stats: DemoStats, seconds: float, gpus_total: int) -> list[str]:
+    """The demo's story in a few lines: what the figures mean, not only the figures."""
     mean = stats.pass_time_s / stats.passes if stats.passes else 0.0
+    g_held, g_total, m_held, m_total = stats.peak_devices
     lines = [
-        f"demo finished after {seconds:.0f} s: {stats.passes} passes (mean {mean * 1000:.0f} ms)",
-        f"  starts {stats.starts}, stops {stats.stops}, preemptions {stats.preemptions}, "
-        f"failed actions {stats.failed}",
-        f"  peak pending models {stats.peak_pending}",
-        f"  max GPU utilisation {stats.max_utilisation:.0%} "
-        f"(at most {stats.max_gpus_allocated} of {gpus_total} whole GPUs)",
+        f"demo finished after {seconds:.0f} s: {stats.passes} passes (mean {mean * 1000:.0f} ms); "
+        f"{stats.starts} replicas started, {stats.stops} stopped, {stats.failed} failed actions",
+        f"  busiest moment: {g_held} of {g_total or gpus_total} whole GPUs and {m_held} of "
+        f"{m_total} MIG slices in use; at most {stats.peak_pending} models waited for room at once",
     ]
+    critical = sorted(n for n, c in stats.classes.items() if c == "critical")
+    if critical:
+        lines.append("  critical models:")
+        for name in critical:
+            waited = stats.waited_s.get(name)
+            if waited is None:
+                lines.append(f"    {name} never waited for room")
+            else:
+                longest = _secs(stats.longest_wait_s.get(name, 0.0))
+                lines.append(
+                    f"    {name} waited {_secs(waited)} in all, longest {longest}: "
+                    f"{stats.wait_reason.get(name, '')}"
+                )
+    if stats.gave_way:
+        lines.append(f"  preemptions ({stats.preemptions}), who gave way to whom:")
+        for (victim, vc, winner, wc), n in sorted(
+            stats.gave_way.items(), key=lambda kv: (-kv[1], kv[0])
+        ):
+            times = f" ({n} times)" if n > 1 else ""
+            lines.append(f"    {victim} ({vc}) for {winner} ({wc}){times}")
+    else:
+        lines.append("  preemptions: none; every model that needed room found it free")
+    others = sorted(
+        ((n, s) for n, s in stats.waited_s.items() if stats.classes.get(n) != "critical"),
+        key=lambda kv: (-kv[1], kv[0]),
+    )
+    if others:
+        lines.append("  waited longest for room (the others):")
+        for name, waited in others[:4]:
+            lines.append(
+                f"    {name} ({stats.classes.get(name, '?')}) {_secs(waited)}: "
+                f"{stats.wait_reason.get(name, '')}"
+            )
+        if len(others) > 4:
+            lines.append(f"    and {len(others) - 4} more: {', '.join(n for n, _ in others[4:])}")
+    if stats.final_pending:
+        lines.append("  still pending at the end:")
+        lines += [f"    {n}: {r}" for n, r in sorted(stats.final_pending.items())]
+    else:
+        lines.append("  nothing pending at the end: every model had what it wanted")
     lines += [f"  error: {e}" for e in stats.errors]
     return lines

@@ -88,6 +88,7 @@ class Service:
             backoff=self._backoff(),
         )
         self._thread: threading.Thread | None = None
+        self.watches: list[BlockingWatch] = []
         self.last_plan: Plan | None = None
         self.last_read_error: str | None = None
         self.passes = 0
@@ -107,7 +108,8 @@ class Service:
 
     def run(self) -> None:
         self.leader.start()
-        for watch in self._watches():
+        self.watches = self._watches()
+        for watch in self.watches:
             watch.start()
         try:
             self._loop()
@@ -127,6 +129,15 @@ class Service:
         else:
             self.leader.stop()
         self.nomad.close()
+
+    def join_watches(self, timeout_s: float | None = None) -> bool:
+        """After stop(): wait until every watch's open blocking query has returned (each ends
+        within its wait). For embedders that stop the servers next, so that no request is cut
+        off mid-query (the demo). True when all have ended."""
+        deadline = time.monotonic() + (timeout_s if timeout_s is not None else 1e9)
+        for watch in self.watches:
+            watch.thread.join(max(0.0, deadline - time.monotonic()))
+        return not any(w.thread.is_alive() for w in self.watches)
 
     # ------------------------------------------------------------------ watches
 

@@ -63,6 +63,8 @@ class BlockingWatch:
             try:
                 new = self.fetch(index)
             except Exception as exc:  # any read failure: back off, then read non-blocking
+                if self.stop_event.is_set():
+                    return  # the service is stopping and closed its clients under this read
                 delay = self.backoff.next()
                 log.warning("watch_error", watch=self.name, error=str(exc), retry_in_s=delay)
                 index = 0
