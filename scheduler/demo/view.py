@@ -14,11 +14,7 @@ from rich.text import Text
 
 from scheduler.core.models import Plan, Snapshot, StartAction, StopAction
 from scheduler.ops.inventory import usage
-
-PALETTE = [
-    "red", "green", "yellow", "blue", "magenta", "cyan", "bright_red", "bright_green",
-    "bright_yellow", "bright_blue", "bright_magenta", "bright_cyan", "orange3", "purple",
-]  # fmt: skip
+from scheduler.ops.palette import model_colours
 
 
 @dataclass
@@ -107,8 +103,11 @@ class DemoStats:
                     self.gave_way[key] = self.gave_way.get(key, 0) + 1
 
 
-def colours(models: list[str]) -> dict[str, str]:
-    return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(sorted(models))}
+def colours(state: dict[str, Any]) -> dict[str, str]:
+    """The dashboard's colour of every model (scheduler.ops.palette), for rich."""
+    given = {name: c["bg"] for name, c in (state.get("colours") or {}).items()}
+    names = [m["name"] for m in state.get("models", [])]
+    return given or model_colours(names)
 
 
 def _cell(holder: str | None, state: str | None, colour: dict[str, str], label: str) -> Text:
@@ -119,8 +118,7 @@ def _cell(holder: str | None, state: str | None, colour: dict[str, str], label: 
 
 
 def render(state: dict[str, Any], clock: str, phase: str, dashboard_url: str | None) -> Group:
-    names = [m["name"] for m in state["models"]]
-    colour = colours(names)
+    colour = colours(state)
     totals = state.get("totals") or {}
     header = Text.assemble(
         ("llm-scheduler demo ", "bold"), (f"{clock}  ", "cyan"), (f"demand {phase}  ", "yellow"),
@@ -132,7 +130,7 @@ def render(state: dict[str, Any], clock: str, phase: str, dashboard_url: str | N
     fleet = Table.grid(padding=(0, 1))
     fleet.add_column(style="bold", no_wrap=True)
     fleet.add_column()
-    for node in sorted(state["nodes"], key=lambda n: n["name"]):
+    for node in state["nodes"]:  # in the dashboard's order (natural, by name)
         cells = Text()
         for gpu in node["gpus"]:
             if gpu["mig"] is not None:

@@ -6,6 +6,7 @@ the demo's terminal view reads the same state.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections import deque
@@ -21,6 +22,7 @@ from starlette.routing import Route
 from scheduler.core.models import Plan, Snapshot, StartAction, StopAction, rfc3339
 from scheduler.ops.inventory import usage
 from scheduler.ops.metrics import CONTENT_TYPE, MetricsObserver
+from scheduler.ops.palette import model_colours, text_on
 from scheduler.standins.runner import RunningServer, serve_in_thread
 
 RECENT = 20
@@ -28,6 +30,12 @@ RECENT = 20
 
 def _now() -> str:
     return rfc3339(datetime.now(UTC))
+
+
+def natural_key(name: str) -> list[tuple[int, int | str]]:
+    """gpu-a100-2 before gpu-a100-10: the order nodes are shown in, on the page and in the
+    terminal."""
+    return [(1, int(part)) if part.isdigit() else (0, part) for part in re.split(r"(\d+)", name)]
 
 
 class DashboardObserver:
@@ -44,6 +52,7 @@ class DashboardObserver:
             "pending": [],
             "totals": {},
             "input_errors": [],
+            "colours": {},
         }
         self._preemptions: deque[dict[str, Any]] = deque(maxlen=recent)
         self._action_errors: deque[dict[str, Any]] = deque(maxlen=recent)
@@ -92,6 +101,7 @@ class DashboardObserver:
                     "gpus": gpus,
                 }
             )
+        nodes.sort(key=lambda n: natural_key(str(n["name"])))
         replicas: dict[str, int] = {}
         for rep in snapshot.replicas:
             if rep.counts:
@@ -109,6 +119,9 @@ class DashboardObserver:
                     "pending": status.pending if status else None,
                 }
             )
+        colours = model_colours(
+            [m.name for m in snapshot.models] + [r.model for r in snapshot.replicas]
+        )
         pending = [
             {"model": name, "class": classes.get(name), "reason": s.pending}
             for name, s in sorted(plan.models.items())
@@ -133,6 +146,9 @@ class DashboardObserver:
                     "utilisation": round(use.gpu_utilisation, 4),
                 },
                 "input_errors": list(input_errors),
+                # name -> background and the label colour that reads on it; the terminal
+                # view uses the same ones.
+                "colours": {n: {"bg": c, "fg": text_on(c)} for n, c in colours.items()},
             }
 
     def action_done(self, action: StartAction | StopAction, ok: bool, error: str | None) -> None:

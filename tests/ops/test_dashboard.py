@@ -58,8 +58,10 @@ def test_state_api_shows_holders_pending_and_preemptions(served: object) -> None
     dash.pass_finished(snap, plan, 0.01, [])
     dash.action_done(preemption(), True, None)
     state = httpx.get(server.url + "/api/state").json()
-    assert [n["name"] for n in state["nodes"]][:1] == ["gpu-h100-1"]
-    holders = [g["holder"] for g in state["nodes"][0]["gpus"]]
+    names = [n["name"] for n in state["nodes"]]
+    assert names == sorted(names) and "gpu-h100-1" in names  # natural order, no number >= 10
+    h100 = next(n for n in state["nodes"] if n["name"] == "gpu-h100-1")
+    holders = [g["holder"] for g in h100["gpus"]]
     assert holders == ["llama-70b"] * 4 + [None] * 4
     mig_holders = [s["holder"] for n in state["nodes"] for g in n["gpus"] for s in g["mig"] or []]
     assert mig_holders.count("tiny-1b") == 1
@@ -79,3 +81,22 @@ def test_parse_listen() -> None:
     assert parse_listen(":9000") == ("127.0.0.1", 9000)
     with pytest.raises(ValueError, match="host:port"):
         parse_listen("localhost")
+
+
+def test_every_palette_colour_reads_and_stands_apart() -> None:
+    from scheduler.ops.palette import DISTINCT, contrast, model_colours, text_on
+
+    assert all(contrast(c, text_on(c)) >= 4.5 for c in DISTINCT)
+    names = [f"model-{i}" for i in range(40)]
+    given = model_colours(names)
+    assert len(set(given.values())) == 40
+    assert [given[n] for n in sorted(names)[: len(DISTINCT)]] == DISTINCT
+
+
+def test_nodes_are_listed_in_natural_name_order() -> None:
+    from scheduler.ops.dashboard import natural_key
+
+    names = ["gpu-h100-1", "gpu-a100-10", "gpu-a100-2", "gpu-a100-mig-1"]
+    assert sorted(names, key=natural_key) == [
+        "gpu-a100-2", "gpu-a100-10", "gpu-a100-mig-1", "gpu-h100-1",
+    ]  # fmt: skip
