@@ -1,5 +1,6 @@
-"""JSON Schemas of what operators write (models, quotas, settings), generated from the core's
-pydantic models and shipped in scheduler/data/schemas/ for editors and CI linters."""
+"""JSON Schemas of what operators and gateways write (models, quotas, settings, demand),
+generated from the core's pydantic models and shipped in scheduler/data/schemas/ for editors,
+CI linters and gateway authors."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from scheduler.core.models import Model, Quota, Settings
+from scheduler.core.models import Demand, Model, Quota, Settings
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -26,6 +27,13 @@ SCHEMAS: dict[str, tuple[type[BaseModel], str, str]] = {
         Settings,
         "llm-scheduler settings",
         "Consul KV llm-scheduler/settings",
+    ),
+    "demand.schema.json": (
+        Demand,
+        "llm-scheduler demand",
+        "Consul KV llm-scheduler/demand/<model>, written by gateways: requests in flight and "
+        "queued for the model now, and when it last served one (RFC 3339 with a time zone); "
+        "a missing field counts as 0 (or never used)",
     ),
 }
 

@@ -109,3 +109,38 @@ def test_scheduler_jobspec_parses_through_nomad(cluster: object) -> None:
     task = group["Tasks"][0]
     assert task["Env"]["LLM_SCHEDULER_LISTEN_ADDR"] == "0.0.0.0:9464"
     assert group["Services"][0]["Checks"][0]["Path"] == "/healthz"
+
+
+def test_reporter_policy_lets_the_reporter_publish_and_nothing_more() -> None:
+    """The shipped policy, loaded into the Consul stand-in's ACLs, with the real writer."""
+    import pytest
+
+    import consul as consul_lib
+    from scheduler.reporter.fake_nvml import FakeNvml, a100_mig_fleet
+    from scheduler.reporter.probe import NvmlProbe
+    from scheduler.reporter.writer import ReportWriter
+    from scheduler.standins.consul import ConsulACL, ConsulStandin, TokenSpec
+
+    rules = _consul_rules("consul/acl/gpu-reporter.policy.hcl")
+    assert set(rules) == {("key_prefix", "llm-scheduler/nodes/"), ("session_prefix", "")}
+    token = TokenSpec(
+        accessor_id="reporter",
+        key_prefix_rules={n: p for (k, n), p in rules.items() if k == "key_prefix"},  # type: ignore[misc]
+        session_write=rules[("session_prefix", "")] == "write",
+    )
+    standin = ConsulStandin(acl=ConsulACL(tokens={"reporter-secret": token}))
+    server = standin.start()
+    try:
+        client = consul_lib.Consul(  # type: ignore[attr-defined]
+            host=server.host, port=server.port, token="reporter-secret"
+        )
+        key = KVLayout().node_gpus_key("node-1")
+        writer = ReportWriter(client, key, ttl_s=10, session_name="gpu-reporter node-1")
+        assert writer.publish(NvmlProbe("node-1", nvml=FakeNvml(a100_mig_fleet())).read())
+        assert standin.kv_get(key) is not None
+        for other in ("llm-scheduler/models/x", "llm-scheduler/status/x", "llm-scheduler/leader"):
+            with pytest.raises(consul_lib.ACLPermissionDenied):
+                client.kv.put(other, "{}")
+        writer.close()
+    finally:
+        standin.close()
