@@ -102,7 +102,7 @@ def _list(kind: str, as_json: bool, prefix: str | None) -> None:
         )
         return
     if kind == "models":
-        table = Table(title=f"models under {where}")
+        table = Table(title=f"models under {esc(where)}")
         for col in ("name", "owner", "class", "min", "max", "target", "on demand", "profiles"):
             table.add_column(col)
         for m in items:
@@ -116,7 +116,7 @@ def _list(kind: str, as_json: bool, prefix: str | None) -> None:
                 f"{s.target_per_replica:g}", "yes" if s.on_demand else "no", esc(profiles),
             )  # fmt: skip
     else:
-        table = Table(title=f"quotas under {where}")
+        table = Table(title=f"quotas under {esc(where)}")
         for col in ("owner", "guarantee", "limit"):
             table.add_column(col)
         for q in items:
@@ -197,7 +197,7 @@ def register(app: typer.Typer) -> None:
 
         if write:
             for path in schemas.write(out):
-                console.print(f"wrote {path}")
+                console.print(f"wrote {path}", markup=False)
             return
         if check:
             stale = [n for n, t in schemas.generate().items() if schemas.shipped().get(n) != t]

@@ -74,7 +74,7 @@ def _status(as_json: bool, prefix: str | None) -> None:
             f"no status records under {esc(kv.status)}: is the scheduler running with this prefix?",
             highlight=False,
         )
-    table = Table(title=f"models ({kv.status})")
+    table = Table(title=f"models ({esc(kv.status)})")
     for col in ("model", "desired", "live", "replicas", "pending", "last error", "updated"):
         table.add_column(col, overflow="fold")
     for name, r in sorted(report.records.items()):
