@@ -210,7 +210,12 @@ def quotas(draw: st.DrawFn) -> list[dict[str, Any]]:
             "guarantee": draw(amounts(gpus=[None, 1.0, 2.0, 4.0, 8.0])),
         }
         if draw(st.booleans()):
-            q["limit"] = draw(amounts(gpus=[None, 0.0, 1.0, 2.0, 4.0, 8.0, 16.0]))
+            limit = draw(amounts(gpus=[None, 0.0, 1.0, 2.0, 4.0, 8.0, 16.0]))
+            # A guarantee past its limit is refused as input (Quota): clamp, keep the draws.
+            q["guarantee"] = {
+                dim: min(v, limit[dim]) if dim in limit else v for dim, v in q["guarantee"].items()
+            }
+            q["limit"] = limit
         out.append(q)
     return out
 
