@@ -225,6 +225,18 @@ def test_a_guarantee_larger_than_its_limit_is_refused(tmp_path: Path) -> None:
     assert "guarantee.memory_gb (64) is larger than limit.memory_gb (32)" in result.stderr
 
 
+def test_the_service_names_the_quota_key_whose_guarantee_passes_its_limit() -> None:
+    from scheduler.adapters.catalog import read_catalog
+    from scheduler.adapters.kv_layout import KVLayout
+
+    body = json.dumps({"guarantee": {"gpus": 8}, "limit": {"gpus": 4}}).encode()
+    cat = read_catalog([{"Key": "llm-scheduler/quotas/org/x", "Value": body}], KVLayout())
+    assert cat.bad_quotas == {"org/x"} and "org/x" not in cat.quotas
+    [line] = cat.all_errors()
+    assert line.startswith("llm-scheduler/quotas/org/x")
+    assert "guarantee.gpus (8) is larger than limit.gpus (4)" in line
+
+
 def test_want_given_twice_keeps_both_and_a_bare_profile_asks_for_a_count() -> None:
     gpu = "NVIDIA A100-SXM4-80GB"
     result = _invoke("mig", "plan", "--gpu", gpu, "--want", "3g.40gb=1", "--want", "1g.10gb=2")
