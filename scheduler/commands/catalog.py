@@ -79,6 +79,7 @@ def _list(kind: str, as_json: bool, prefix: str | None) -> None:
         console,
         err_console,
         esc,
+        hidden_by_acl,
         print_json,
         require_read,
         working,
@@ -93,11 +94,13 @@ def _list(kind: str, as_json: bool, prefix: str | None) -> None:
         items, errors = call("Consul", lambda: catalog_io.read_all(client, where, cls))
         if not items and not errors:
             require_read(client, where)
+        hidden = hidden_by_acl(where)
     if as_json:
         print_json(
             {
                 kind: [i.model_dump(mode="json", by_alias=True, exclude_none=True) for i in items],
                 "errors": errors,
+                "hidden_by_acl": hidden,
             }
         )
         return
@@ -127,6 +130,12 @@ def _list(kind: str, as_json: bool, prefix: str | None) -> None:
         console.print(f"no {kind} under {esc(where)}", highlight=False)
     for line in errors:
         err_console.print(f"[yellow]skipped bad value[/] {esc(line)}", highlight=False)
+    if hidden:
+        err_console.print(
+            f"[yellow]warning:[/] Consul hid some keys under {esc(where)} from this token "
+            "(its ACL rules do not let it read them): the list is not complete",
+            highlight=False,
+        )
 
 
 def _amount(amount: Any) -> str:

@@ -143,3 +143,25 @@ def require_read(client: Any, prefix: str, policy: str = "consul/acl/operator.po
         if is_connection_error(exc):
             raise unreachable("Consul", consul_addr(), exc) from exc
         raise
+
+
+def hidden_by_acl(prefix: str) -> bool:
+    """Whether Consul left keys under `prefix` out of a listing because of the token's rules.
+
+    Consul says so in `X-Consul-Results-Filtered-By-ACLs: true`, for a token other than the
+    anonymous one (hashicorp/consul agent/consul/rpc.go: blockingQuery resets the flag for
+    unauthenticated calls), which py-consul does not expose: ask once with a keys listing. Best
+    effort: any failure here means "not known", never an error of its own.
+    """
+    import httpx
+
+    headers = {}
+    if token := os.environ.get("CONSUL_HTTP_TOKEN"):
+        headers["X-Consul-Token"] = token
+    try:
+        answer = httpx.get(
+            f"{consul_addr()}/v1/kv/{prefix}", params={"keys": ""}, headers=headers, timeout=5
+        )
+    except httpx.HTTPError:
+        return False
+    return answer.headers.get("X-Consul-Results-Filtered-By-ACLs", "").lower() == "true"

@@ -101,9 +101,15 @@ def acl_consul(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 
     admin = TokenSpec(accessor_id="admin", key_prefix_rules={"": "write"}, session_write=True)
     reader = TokenSpec(accessor_id="reader", key_prefix_rules={"llm-scheduler/": "read"})
-    standin = ConsulStandin(acl=ConsulACL(tokens={"admin": admin, "reader": reader}))
+    partial = TokenSpec(
+        accessor_id="partial",
+        key_prefix_rules={"llm-scheduler/": "read", "llm-scheduler/models/secret": "deny"},
+    )
+    tokens = {"admin": admin, "reader": reader, "partial": partial}
+    standin = ConsulStandin(acl=ConsulACL(tokens=tokens))
     model = {"name": "m", "owner": "o", "profiles": [{"name": "p", "gpus": 1}]}
     standin.kv_put("llm-scheduler/models/m", json.dumps(model))
+    standin.kv_put("llm-scheduler/models/secret", json.dumps({**model, "name": "secret"}))
     standin.kv_put("llm-scheduler/quotas/o", json.dumps({"guarantee": {"gpus": 1}}))
     standin.kv_put("llm-scheduler/status/m", json.dumps({"desired": 1, "live": 0}))
     server = standin.start()
@@ -133,8 +139,15 @@ def test_no_token_is_a_permission_error_not_an_empty_table(
     monkeypatch.setenv("CONSUL_HTTP_TOKEN", "reader")
     result = _invoke("models", "list", "--json")
     assert result.exit_code == 0, result.output
-    assert [m["name"] for m in json.loads(result.stdout)["models"]] == ["m"]
+    assert [m["name"] for m in json.loads(result.stdout)["models"]] == ["m", "secret"]
+    assert json.loads(result.stdout)["hidden_by_acl"] is False
     assert _invoke("status", "--json").exit_code == 0
+    # A token that may read only some of them: the list says it is not complete.
+    monkeypatch.setenv("CONSUL_HTTP_TOKEN", "partial")
+    result = _invoke("models", "list")
+    assert result.exit_code == 0 and "secret" not in result.stdout
+    assert "Consul hid some keys under llm-scheduler/models/ from this token" in result.stderr
+    assert json.loads(_invoke("models", "list", "--json").stdout)["hidden_by_acl"] is True
 
 
 def test_why_before_the_first_pass_says_what_the_next_pass_would_do(
