@@ -108,7 +108,8 @@ def explain_trials(tried: list[ProfileTrial]) -> list[str]:
 
 def why_not_pending(desired: int, live: int, starting: int, actions: list[Any]) -> str:
     """What a model that is not pending is doing: it may still be short of its desired count
-    (the scheduler is starting replicas), or above it (stopping some)."""
+    (the next pass starts replicas), above it (stops some), or have replicas still starting
+    (`live` counts them; they are not ready yet)."""
     starts = [a for a in actions if a.op == "start"]
     stops = [a for a in actions if a.op == "stop"]
     if starts:
@@ -122,9 +123,12 @@ def why_not_pending(desired: int, live: int, starting: int, actions: list[Any]) 
         n = len(stops)
         return f"the next pass would stop {n} replica{'s' if n != 1 else ''} ({stops[0].reason})"
     if live < desired:
-        if starting:
-            return f"{starting} replica{'s' if starting != 1 else ''} starting, not ready yet"
-        return f"the scheduler is starting {desired - live} more; nothing stands in the way"
+        return f"{desired - live} more wanted; the next pass starts them, nothing stands in the way"
     if live > desired:
         return f"{live - desired} more than wanted; they will be stopped"
+    if starting:
+        return (
+            f"it has what it wants; {starting} replica{'s' if starting != 1 else ''} still "
+            "starting, not ready yet"
+        )
     return "it has what it wants"

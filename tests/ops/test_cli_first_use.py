@@ -172,8 +172,11 @@ def test_why_not_pending_covers_each_case() -> None:
     from scheduler.ops.status_view import why_not_pending
 
     assert why_not_pending(2, 2, 0, []) == "it has what it wants"
-    assert why_not_pending(2, 1, 1, []) == "1 replica starting, not ready yet"
-    assert "starting 1 more" in why_not_pending(2, 1, 0, [])
+    assert why_not_pending(2, 2, 1, []) == (
+        "it has what it wants; 1 replica still starting, not ready yet"
+    )
+    assert why_not_pending(2, 1, 0, []).startswith("1 more wanted; the next pass starts them")
+    assert why_not_pending(1, 3, 0, []) == "2 more than wanted; they will be stopped"
     stop = StopAction(replica="r-1", model="m", reason="scale down: 2 live, 1 desired")
     assert why_not_pending(1, 2, 0, [stop]).startswith("the next pass would stop 1 replica")
 
