@@ -15,7 +15,15 @@ def _apply(kind: str, file: str, dry_run: bool, as_json: bool, prefix: str | Non
     from rich.table import Table
 
     from scheduler.ops import catalog_io
-    from scheduler.ops.cli_support import call, console, esc, fail, print_json, working
+    from scheduler.ops.cli_support import (
+        call,
+        console,
+        esc,
+        fail,
+        json_mode,
+        print_json,
+        working,
+    )
     from scheduler.ops.connect import consul_client, layout
 
     try:
@@ -61,12 +69,12 @@ def _apply(kind: str, file: str, dry_run: bool, as_json: bool, prefix: str | Non
         if dry_run:
             console.print("[dim]dry run: nothing was written[/]")
     if conflicts:
-        if as_json:  # the object above already names them; one JSON document on stdout
-            raise typer.Exit(1)
-        fail(
-            f"{', '.join(conflicts)} changed in Consul while applying (CAS): "
-            "run the same command again to see the new diff"
-        )
+        # Under --json the object above already names them: one JSON document on stdout.
+        with json_mode(False):
+            fail(
+                f"{', '.join(conflicts)} changed in Consul while applying (CAS): "
+                "run the same command again to see the new diff"
+            )
 
 
 def _list(kind: str, as_json: bool, prefix: str | None) -> None:
