@@ -32,7 +32,8 @@ class Lenient(BaseModel):
 
 
 class Amount(Strict):
-    """An amount of resources. A missing dimension means: not governed (for a limit) or zero."""
+    """An amount of resources. A missing dimension is not constrained, for a guarantee and a
+    limit alike: a guarantee of {gpus: 4} protects replicas by their GPUs alone."""
 
     gpus: NonNegFloat | None = None
     cpu_cores: NonNegFloat | None = None

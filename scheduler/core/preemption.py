@@ -11,6 +11,7 @@ replica of the fleet again. Only the first `max_victims` candidates are ever tri
 from __future__ import annotations
 
 import heapq
+import math
 from bisect import insort
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from scheduler.core.placement import Placer
 
 TIER_IDLE, TIER_BORROWED, TIER_LOWER_ABOVE_MIN, TIER_SAME_ABOVE_MIN, TIER_LOWER_MIN = range(5)
 CRITICAL = CLASS_RANK["critical"]
+INF = math.inf
 
 OrderKey = tuple[float, float, float, str]  # longest idle, smaller gpus, smaller memory, id
 GroupKey = tuple[int, bool, bool, str, bool, bool]  # rank, idle od, above min, owner, b, g
@@ -72,6 +74,16 @@ class _Entry:
         )
 
 
+def _dim(v: float | None) -> float:
+    # An unset dimension is not constrained: a guarantee of {gpus: 4} protects by GPUs alone.
+    return INF if v is None else v
+
+
+def guarantee_vec(q: Quota) -> Vec:
+    g = q.guarantee
+    return (_dim(g.gpus), _dim(g.cpu_cores), _dim(g.memory_gb))
+
+
 def _guarantee_of(owner: str, quotas: dict[str, Quota]) -> tuple[str, Vec] | None:
     """The most specific quota on the owner's path that guarantees anything."""
     for prefix in reversed(owner_prefixes(owner)):
@@ -79,8 +91,7 @@ def _guarantee_of(owner: str, quotas: dict[str, Quota]) -> tuple[str, Vec] | Non
         if q is not None and any(
             v is not None for v in (q.guarantee.gpus, q.guarantee.cpu_cores, q.guarantee.memory_gb)
         ):
-            g = q.guarantee
-            return prefix, (g.gpus or 0.0, g.cpu_cores or 0.0, g.memory_gb or 0.0)
+            return prefix, guarantee_vec(q)
     return None
 
 

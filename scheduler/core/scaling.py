@@ -45,4 +45,7 @@ def desired_replicas(
             return max(want, 1) if scaling.max > 0 else 0
         if idle_seconds(last_used(demand, replicas), now) >= eviction_grace_s:
             return 0
+        # Used within eviction_grace_s: one replica stays whatever the minimum (with min 0
+        # the idle model would otherwise go on the first pass without load).
+        return max(want, 1) if scaling.max > 0 else 0
     return want

@@ -617,7 +617,10 @@ def guaranteed_prefix(owner: str, idx: Index) -> tuple[str, tuple[float, float, 
         q = quotas.get(prefix)
         g = q.guarantee if q else None
         if g is not None and (g.gpus, g.cpu_cores, g.memory_gb) != (None, None, None):
-            return prefix, (g.gpus or 0.0, g.cpu_cores or 0.0, g.memory_gb or 0.0)
+            # An unset dimension is not constrained (issue 12).
+            return prefix, tuple(
+                math.inf if v is None else v for v in (g.gpus, g.cpu_cores, g.memory_gb)
+            )  # type: ignore[return-value]
     return None
 
 
