@@ -22,7 +22,7 @@ from scheduler.core.models import (
 )
 from scheduler.core.placement import Placement, Placer, commit
 from scheduler.core.plugins import Plugins, default_filters, default_scorers
-from scheduler.core.preemption import VictimPool, choose, within_guarantee
+from scheduler.core.preemption import VictimPool, choose, stop_reason, within_guarantee
 from scheduler.core.scaling import desired_replicas
 
 OrderKey = tuple[bool, bool, tuple[int, bool, int, float, str]]
@@ -235,7 +235,7 @@ class _Pass:
                         StopAction(
                             replica=v.replica.id,
                             model=v.model.name,
-                            reason=f"preempted for {m.name}",
+                            reason=stop_reason(v, m),
                             preempted_for=m.name,
                         )
                     )

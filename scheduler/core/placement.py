@@ -316,6 +316,19 @@ class Placer:
                 return True
         return False
 
+    def feasible_nodes(self, model: Model, profile: Profile, inv: Inventory) -> list[str]:
+        """Nodes that could hold one shard of the profile now (quota aside): where a victim
+        search need not make room."""
+        before = self.failures.get((model.name, profile.name))
+        if before is not None and not before.quota_blocked and before.version == inv.version:
+            return list(before.feasible)
+        ctx = PlaceContext(model, profile)
+        return [nid for nid, _ in self._feasible(ctx, inv, inv.candidate_nodes(profile), 10**9)]
+
+    def shard_fits(self, model: Model, profile: Profile, inv: Inventory, node_id: str) -> bool:
+        """Whether one shard of the profile fits on this node of the inventory."""
+        return bool(self._feasible(PlaceContext(model, profile), inv, [node_id], 1))
+
     # ------------------------------------------------------------ one model
 
     def place(self, model: Model, inv: Inventory, explain: bool = True) -> Outcome:

@@ -13,9 +13,10 @@ from __future__ import annotations
 import heapq
 import math
 from bisect import insort
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import combinations
 
 from scheduler.core.inventory import (
     ZERO,
@@ -25,7 +26,7 @@ from scheduler.core.inventory import (
     owner_prefixes,
     profile_need,
 )
-from scheduler.core.models import CLASS_RANK, Model, Quota, Replica, Snapshot
+from scheduler.core.models import CLASS_RANK, Model, Profile, Quota, Replica, Snapshot
 from scheduler.core.placement import Placer
 
 TIER_IDLE, TIER_BORROWED, TIER_LOWER_ABOVE_MIN, TIER_SAME_ABOVE_MIN, TIER_LOWER_MIN = range(5)
@@ -45,6 +46,13 @@ class Victim:
     gpus: float
     memory_gb: float
     above_min: bool
+    # Every node it has a shard on; a multi-node replica gives way as a whole (one victim).
+    nodes: tuple[str, ...] = ()
+    borrowed_from: str | None = None  # the guaranteed prefix it is borrowed past, if any
+
+    @property
+    def multi_node(self) -> bool:
+        return len(self.nodes) > 1
 
 
 @dataclass(slots=True)
@@ -61,6 +69,7 @@ class _Entry:
     borrowed: bool
     guarded: bool  # its owner has a guarantee somewhere up its path
     order: OrderKey
+    nodes: tuple[str, ...]
 
     def group(self, above_min: bool) -> GroupKey:
         """Everything its tier depends on besides the asking model."""
@@ -169,7 +178,7 @@ class VictimPool:
             if r.id not in excluded:
                 above[m.name] = above.get(m.name, -m.scaling.min) + 1
         groups = self._groups
-        for r, m, need, single_node in newest_first:
+        for r, m, need, _ in newest_first:
             rid = r.id
             self._by_model.setdefault(m.name, []).append(rid)
             self._min[m.name] = m.scaling.min
@@ -178,7 +187,7 @@ class VictimPool:
                 left = above[m.name]
                 above[m.name] = left - 1
             rank = CLASS_RANK[m.class_]
-            if not single_node or (rank == CRITICAL and left <= 0):
+            if rank == CRITICAL and left <= 0:
                 continue  # never a victim this pass (a critical minimum stays one)
             if r.ready_at is not None and (now - r.ready_at).total_seconds() < min_lifetime:
                 continue  # just paid for its model load
@@ -198,6 +207,7 @@ class VictimPool:
                 rid in borrowed,
                 guarded[owner],
                 (-idle, need[0], need[2], rid),
+                tuple(dict.fromkeys(sh.node for sh in r.shards)),
             )
             if rid in excluded:
                 continue
@@ -270,8 +280,112 @@ class VictimPool:
                 e = self._entries[rid]
                 if rid in self.excluded or e.replica.model == m.name:
                     continue
+                if len(e.nodes) > 1 and e.rank >= my_rank:
+                    continue  # a multi-node replica gives way to a higher class only
                 above_min = self._where[rid][2]
-                yield Victim(e.replica, e.model, tier, e.idle_s, e.gpus, e.memory_gb, above_min)
+                lent = None
+                if tier == TIER_BORROWED:
+                    g = _guarantee_of(e.model.owner, self.quotas)
+                    lent = g[0] if g is not None else None
+                yield Victim(
+                    e.replica,
+                    e.model,
+                    tier,
+                    e.idle_s,
+                    e.gpus,
+                    e.memory_gb,
+                    above_min,
+                    e.nodes,
+                    lent,
+                )
+
+
+TIER_NAMES = {
+    TIER_IDLE: "idle on demand, of a lower class",
+    TIER_LOWER_ABOVE_MIN: "lower class, above its minimum",
+    TIER_SAME_ABOVE_MIN: "same class, above its minimum, for a model below its own",
+    TIER_LOWER_MIN: "lower class, at its minimum",
+}
+
+
+def stop_reason(v: Victim, preemptor: Model) -> str:
+    """The rule and the tier a victim gave way under, in a sentence an operator can check."""
+    if v.tier == TIER_BORROWED:
+        why = (
+            f"borrowed past {v.borrowed_from}'s guarantee"
+            if v.borrowed_from is not None
+            else f"borrowed ({v.model.owner} has no guarantee)"
+        )
+        why += f", reclaimed within {preemptor.owner}'s guarantee"
+    else:
+        why = f"{TIER_NAMES[v.tier]} ({v.model.class_} for {preemptor.class_})"
+    if v.multi_node:
+        why += f"; all {len(v.nodes)} shards as one"
+    return f"preempted for {preemptor.name}: {why}"
+
+
+CostKey = tuple[bool, int, tuple[int, ...], float, float, tuple[str, ...]]
+
+
+def set_cost(victims: Sequence[Victim]) -> CostKey:
+    """What a victim set costs, compared in order: a multi-node replica only when nothing
+    cheaper makes room; fewer victims; the lowest tiers (the worst one first); fewer GPUs
+    lost; longest idle; then by id (so equal sets always resolve the same way)."""
+    return (
+        any(v.multi_node for v in victims),
+        len(victims),
+        tuple(sorted((v.tier for v in victims), reverse=True)),
+        round(sum(v.gpus for v in victims), 6),
+        -sum(min(v.idle_s, 1e9) for v in victims),
+        tuple(sorted(v.replica.id for v in victims)),
+    )
+
+
+# Past this many candidates on one node, combinations give way to the Kubernetes reprieve.
+_EXACT_UP_TO = 10
+
+
+def _released(inv: Inventory, victims: Sequence[Victim]) -> tuple[Inventory, set[str]]:
+    trial = inv.clone()
+    touched: set[str] = set()
+    for v in victims:
+        touched.update(trial.release(v.replica.id))
+    return trial, touched
+
+
+def _on_node(
+    ok: Callable[[Sequence[Victim]], bool],
+    cands: list[Victim],
+    limit: int,
+    bound: CostKey | None,
+) -> list[Victim] | None:
+    """The cheapest set of this node's candidates that makes room on it, within `limit` and
+    cheaper than `bound`. As the Kubernetes scheduler selects victims on one node: if even
+    all of them do not make room, none will; else the smallest set that does."""
+    if not ok(cands):
+        return None
+    if len(cands) > _EXACT_UP_TO:
+        # Reprieve: with all gone, add back the dearest first while the room stays.
+        kept = list(cands)
+        for v in sorted(cands, key=lambda v: set_cost([v]), reverse=True):
+            fewer = [w for w in kept if w is not v]
+            if ok(fewer):
+                kept = fewer
+        if len(kept) > limit or (bound is not None and set_cost(kept) >= bound):
+            return None
+        return kept
+    found: list[Victim] | None = None
+    for k in range(1, min(limit, len(cands)) + 1):
+        if bound is not None and k > bound[1] and not bound[0]:
+            break  # a set without a multi-node replica and fewer victims is found already
+        for combo in sorted(combinations(cands, k), key=set_cost):
+            cost = set_cost(combo)
+            if bound is not None and cost >= bound:
+                break
+            if ok(combo):
+                found, bound = list(combo), cost
+                break
+    return found
 
 
 def choose(
@@ -281,27 +395,88 @@ def choose(
     max_victims: int,
     placer: Placer,
 ) -> list[Victim]:
-    """Candidates in order until the model fits, then every one not needed is spared."""
+    """The cheapest set of at most `max_victims` candidates whose going makes the model fit
+    (set_cost): per node first, as the Kubernetes scheduler does, then as many nodes as a
+    multi-node profile still lacks. [] when no set within `max_victims` makes room."""
+    pool = list(cands)
+    if not pool or max_victims <= 0:
+        return []
 
-    def fits(gone: list[Victim]) -> bool:
-        trial = inv.clone()
-        touched: set[str] = set()
-        for v in gone:
-            touched.update(trial.release(v.replica.id))
+    def fits(gone: Sequence[Victim]) -> bool:
+        trial, touched = _released(inv, gone)
         return placer.fits(m, trial, inv.version, touched)
 
+    by_node: dict[str, list[Victim]] = {}
+    for v in pool:
+        for nid in v.nodes:
+            by_node.setdefault(nid, []).append(v)
+    best: list[Victim] | None = None
+    for profile in m.profiles:
+        if inv.quota_block(m.owner, profile_need(profile)) is not None:
+            continue  # room alone will not do: see the walk below
+        ready = set(placer.feasible_nodes(m, profile, inv))
+        lacking = profile.shards - len(ready)
+        if lacking <= 0:
+            continue
+        per_node: list[tuple[CostKey, list[Victim]]] = []
+        bound = set_cost(best) if best is not None and lacking == 1 else None
+        for nid in sorted(by_node):
+            if nid in ready:
+                continue
+
+            def ok(gone: Sequence[Victim], nid: str = nid, profile: Profile = profile) -> bool:
+                trial, _ = _released(inv, gone)
+                return placer.shard_fits(m, profile, trial, nid)
+
+            found = _on_node(ok, by_node[nid], max_victims, bound)
+            if found is not None:
+                per_node.append((set_cost(found), found))
+                if lacking == 1:
+                    bound = per_node[-1][0]
+        per_node.sort(key=lambda t: t[0])
+        chosen: dict[str, Victim] = {}
+        got = 0
+        for _, found in per_node:
+            if got == lacking:
+                break
+            new = {v.replica.id: v for v in found if v.replica.id not in chosen}
+            if len(chosen) + len(new) <= max_victims:
+                chosen.update(new)
+                got += 1
+        if got == lacking and fits(list(chosen.values())):
+            picked = _prune(list(chosen.values()), fits)
+            if best is None or set_cost(picked) < set_cost(best):
+                best = picked
+    if best is None:
+        # One multi-node victim frees room on several nodes at once, where per-node sets
+        # would each have cost a victim of their own.
+        for v in pool:
+            if v.multi_node and fits([v]) and (best is None or set_cost([v]) < set_cost(best)):
+                best = [v]
+    return best if best is not None else _walk(pool, max_victims, fits)
+
+
+def _prune(chosen: list[Victim], fits: Callable[[Sequence[Victim]], bool]) -> list[Victim]:
+    """Spare every victim not needed (the dearest first)."""
+    for v in sorted(chosen, key=lambda v: set_cost([v]), reverse=True):
+        if len(chosen) == 1:
+            break
+        fewer = [w for w in chosen if w is not v]
+        if fits(fewer):
+            chosen = fewer
+    return chosen
+
+
+def _walk(
+    pool: list[Victim], max_victims: int, fits: Callable[[Sequence[Victim]], bool]
+) -> list[Victim]:
+    """Candidates in order until the model fits, then every one not needed is spared: for
+    room that a quota limit rather than a node lacks (victims of the same owner anywhere)."""
     chosen: list[Victim] = []
-    for v in cands:
+    for v in pool:
         if len(chosen) == max_victims:
             break
         chosen.append(v)
-        if not fits(chosen):
-            continue
-        for i in range(len(chosen) - 1, -1, -1):
-            if len(chosen) == 1:
-                break
-            fewer = chosen[:i] + chosen[i + 1 :]
-            if fits(fewer):
-                chosen = fewer
-        return chosen
+        if fits(chosen):
+            return _prune(chosen, fits)
     return []

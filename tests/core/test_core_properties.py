@@ -691,7 +691,11 @@ def check_stops(snap: Snapshot, plan: Plan) -> list[tuple[str, str]]:
             assert snap.quotas and pf.owner != victim_model.owner and r.id in borrowed, (
                 f"{r.model} ({victim_model.class_}) preempted for {pf.name} ({pf.class_})"
             )
-        assert len({s.node for s in r.shards}) == 1, "a multi-node replica preempted"
+        if len({s.node for s in r.shards}) > 1:
+            # A multi-node replica gives way as a whole, and only to a higher class (issue 12).
+            assert CLASS_RANK[pf.class_] > CLASS_RANK[victim_model.class_], (
+                f"multi-node {r.id} ({victim_model.class_}) preempted for {pf.name}"
+            )
         if r.ready_at is not None:
             age = (snap.now - r.ready_at).total_seconds()
             assert age >= cfg.min_lifetime_s, f"{r.id} preempted {age}s after ready"
