@@ -325,6 +325,12 @@ class Placer:
         ctx = PlaceContext(model, profile)
         return [nid for nid, _ in self._feasible(ctx, inv, inv.candidate_nodes(profile), 10**9)]
 
+    def could_hold(self, model: Model, profile: Profile, ns: NodeState) -> bool:
+        """Whether the node passes the static filters for the profile (whatever is free)."""
+        key = self._key(model, profile)
+        verdicts = self._verdicts.setdefault(key, {})
+        return self._check_static(PlaceContext(model, profile), ns, verdicts, key)[0] is None
+
     def shard_fits(self, model: Model, profile: Profile, inv: Inventory, node_id: str) -> bool:
         """Whether one shard of the profile fits on this node of the inventory."""
         return bool(self._feasible(PlaceContext(model, profile), inv, [node_id], 1))

@@ -15,8 +15,8 @@ import math
 from bisect import insort
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime
-from itertools import combinations
+from datetime import datetime, timedelta
+from itertools import combinations, islice
 
 from scheduler.core.inventory import (
     ZERO,
@@ -37,7 +37,7 @@ OrderKey = tuple[float, float, float, str]  # longest idle, smaller gpus, smalle
 GroupKey = tuple[int, bool, bool, str, bool, bool]  # rank, idle od, above min, owner, b, g
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Victim:
     replica: Replica
     model: Model
@@ -49,6 +49,8 @@ class Victim:
     # Every node it has a shard on; a multi-node replica gives way as a whole (one victim).
     nodes: tuple[str, ...] = ()
     borrowed_from: str | None = None  # the guaranteed prefix it is borrowed past, if any
+    shard_cpu: float = 0.0  # CPU cores and memory each of its shards holds
+    shard_mem: float = 0.0
 
     @property
     def multi_node(self) -> bool:
@@ -70,6 +72,8 @@ class _Entry:
     guarded: bool  # its owner has a guarantee somewhere up its path
     order: OrderKey
     nodes: tuple[str, ...]
+    shard_cpu: float
+    shard_mem: float
 
     def group(self, above_min: bool) -> GroupKey:
         """Everything its tier depends on besides the asking model."""
@@ -117,6 +121,12 @@ def within_guarantee(m: Model, inv: Inventory) -> bool:
 
 def _within(have: Vec, cap: Vec) -> bool:
     return all(h <= c + 1e-9 for h, c in zip(have, cap, strict=True))
+
+
+def _nodes_of(r: Replica) -> tuple[str, ...]:
+    if len(r.shards) == 1:
+        return (r.shards[0].node,)
+    return tuple(dict.fromkeys(sh.node for sh in r.shards))
 
 
 def _age(live: LiveReplica) -> tuple[datetime, str]:
@@ -170,7 +180,7 @@ class VictimPool:
         borrowed = _borrowed(oldest_first, self.quotas)
         guarded: dict[str, bool] = {}
         grace = settings.eviction_grace_s
-        min_lifetime = settings.min_lifetime_s
+        fresh_after = now - timedelta(seconds=settings.min_lifetime_s)
         newest_first = [t for t in reversed(oldest_first) if not t[0].preempted_for]
         # How many of each model's replicas are above its minimum: the newest ones.
         above: dict[str, int] = {}
@@ -189,7 +199,7 @@ class VictimPool:
             rank = CLASS_RANK[m.class_]
             if rank == CRITICAL and left <= 0:
                 continue  # never a victim this pass (a critical minimum stays one)
-            if r.ready_at is not None and (now - r.ready_at).total_seconds() < min_lifetime:
+            if r.ready_at is not None and r.ready_at > fresh_after:
                 continue  # just paid for its model load
             owner = m.owner
             if owner not in guarded:
@@ -207,7 +217,9 @@ class VictimPool:
                 rid in borrowed,
                 guarded[owner],
                 (-idle, need[0], need[2], rid),
-                tuple(dict.fromkeys(sh.node for sh in r.shards)),
+                _nodes_of(r),
+                need[1] / max(len(r.shards), 1),
+                need[2] / max(len(r.shards), 1),
             )
             if rid in excluded:
                 continue
@@ -297,6 +309,8 @@ class VictimPool:
                     above_min,
                     e.nodes,
                     lent,
+                    e.shard_cpu,
+                    e.shard_mem,
                 )
 
 
@@ -388,6 +402,28 @@ def _on_node(
     return found
 
 
+# How many candidates (in tier order) a victim search looks at: the search is exact on
+# them; on a large fleet the first ones are the cheapest tiers anyway. Bounds a pass's time.
+POOL_CAP = 48
+
+
+def _room_possible(
+    m: Model, profile: Profile, inv: Inventory, nid: str, held: list[float], placer: Placer
+) -> bool:
+    """A quick necessary condition before any trial: the node passes the static filters, and
+    its free room plus all its candidates' (`held`: GPUs, CPU, memory) would hold a shard."""
+    ns = inv.nodes.get(nid)
+    if ns is None:
+        return False
+    if ns.free_cpu + held[1] + 1e-9 < profile.cpu_cores:
+        return False
+    if ns.free_mem + held[2] + 1e-9 < profile.memory_gb:
+        return False
+    if not profile.is_mig and len(ns.free_gpus) + held[0] < profile.gpus:
+        return False
+    return placer.could_hold(m, profile, ns)
+
+
 def choose(
     m: Model,
     cands: Iterator[Victim],
@@ -398,7 +434,7 @@ def choose(
     """The cheapest set of at most `max_victims` candidates whose going makes the model fit
     (set_cost): per node first, as the Kubernetes scheduler does, then as many nodes as a
     multi-node profile still lacks. [] when no set within `max_victims` makes room."""
-    pool = list(cands)
+    pool = list(islice(cands, POOL_CAP))
     if not pool or max_victims <= 0:
         return []
 
@@ -407,13 +443,24 @@ def choose(
         return placer.fits(m, trial, inv.version, touched)
 
     by_node: dict[str, list[Victim]] = {}
+    held: dict[str, list[float]] = {}  # per node: what all its candidates hold there
     for v in pool:
-        for nid in v.nodes:
-            by_node.setdefault(nid, []).append(v)
+        cpu, mem = v.shard_cpu, v.shard_mem
+        for sh in v.replica.shards:
+            by_node.setdefault(sh.node, []).append(v)
+            h = held.get(sh.node)
+            if h is None:
+                h = held[sh.node] = [0.0, 0.0, 0.0]
+            h[0] += len(sh.gpus)
+            h[1] += cpu
+            h[2] += mem
     best: list[Victim] | None = None
+    walk = False  # whether the plain walk below may find what the per-node search cannot
     for profile in m.profiles:
         if inv.quota_block(m.owner, profile_need(profile)) is not None:
-            continue  # room alone will not do: see the walk below
+            walk = True  # room alone will not do: see the walk below
+            continue
+        walk = walk or profile.shards > 1
         ready = set(placer.feasible_nodes(m, profile, inv))
         lacking = profile.shards - len(ready)
         if lacking <= 0:
@@ -421,7 +468,7 @@ def choose(
         per_node: list[tuple[CostKey, list[Victim]]] = []
         bound = set_cost(best) if best is not None and lacking == 1 else None
         for nid in sorted(by_node):
-            if nid in ready:
+            if nid in ready or not _room_possible(m, profile, inv, nid, held[nid], placer):
                 continue
 
             def ok(gone: Sequence[Victim], nid: str = nid, profile: Profile = profile) -> bool:
@@ -453,7 +500,9 @@ def choose(
         for v in pool:
             if v.multi_node and fits([v]) and (best is None or set_cost([v]) < set_cost(best)):
                 best = [v]
-    return best if best is not None else _walk(pool, max_victims, fits)
+    if best is None and walk:
+        best = _walk(pool, max_victims, fits)
+    return best or []
 
 
 def _prune(chosen: list[Victim], fits: Callable[[Sequence[Victim]], bool]) -> list[Victim]:
