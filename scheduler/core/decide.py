@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import heapq
 from datetime import timedelta
 
+from scheduler.core.fairshare import FairShare
 from scheduler.core.inventory import Inventory, profile_need
 from scheduler.core.mig_advice import mig_advice
 from scheduler.core.models import (
@@ -22,7 +24,13 @@ from scheduler.core.models import (
 )
 from scheduler.core.placement import Placement, Placer, commit
 from scheduler.core.plugins import Plugins, default_filters, default_scorers
-from scheduler.core.preemption import VictimPool, choose, stop_reason, within_guarantee
+from scheduler.core.preemption import (
+    VictimPool,
+    choose,
+    owed_replicas,
+    stop_reason,
+    within_guarantee,
+)
 from scheduler.core.scaling import desired_replicas
 
 OrderKey = tuple[bool, bool, tuple[int, bool, int, float, str]]
@@ -118,15 +126,29 @@ class _Pass:
         self.spoken_for: set[str] = set()  # replicas this pass already stops
         self.pool: VictimPool | None = None  # built on the first preemption attempt only
         self.claimants = {h.for_ for h in self.held.values()}
+        self.keys: dict[str, tuple[int, bool, int, float, str]] = {}  # order keys, by model
+        self.placed: dict[str, int] = {}  # replicas placed this pass, by model
+        # A model that has had its say: its pending sentence and what its profiles ran into.
+        self.outcome: dict[str, tuple[str | None, list[ProfileTrial]]] = {}
+        self.fair: FairShare  # set when quotas are in play
+        self.owing = False  # in the guarantee phase
 
     # ------------------------------------------------------------ the pass
 
     def run(self) -> Plan:
         self.scale_down()
+        order = sorted(self.snapshot.models, key=self.order_key)
+        if self.inv.quotas:
+            self.fair = FairShare(self.snapshot, self.inv)
+            self.guarantees_first(order)
+            self.share_the_rest(order)
+        else:
+            for m in order:
+                self.turn(m, None)
         statuses: dict[str, ModelStatus] = {}
-        for m in sorted(self.snapshot.models, key=self.order_key):
+        for m in self.snapshot.models:
             want, have = self.desired[m.name], self.live[m.name]
-            pending, tried = self.grow(m) if have < want else (None, [])
+            pending, tried = self.outcome.get(m.name, (None, []))
             statuses[m.name] = ModelStatus(desired=want, live=have, pending=pending, tried=tried)
         self.stops.sort(key=lambda a: a.replica)
         plan = Plan(
@@ -164,12 +186,62 @@ class _Pass:
         if have >= self.desired[m.name]:
             return True, True, (-CLASS_RANK[m.class_], have >= m.scaling.min, 0, 0.0, m.name)
         owed = within_guarantee(m, self.inv)
-        key = _order_key(m, have, self.placer.reach(m, self.inv))
+        key = self.keys[m.name] = _order_key(m, have, self.placer.reach(m, self.inv))
         return not owed, not (owed and m.name in self.claimants), key
 
-    def grow(self, m: Model) -> tuple[str | None, list[ProfileTrial]]:
-        """Place the model's missing replicas, or preempt for them: its pending sentence and
-        what its profiles ran into."""
+    # ------------------------------------------------------------ fair sharing
+
+    def turn(self, m: Model, cap: int | None) -> None:
+        """Let the model place up to `cap` more replicas (all it misses: None). Once it could
+        not place one (pending, waiting, held) it has had its say for the pass."""
+        if m.name in self.outcome or self.missing(m) <= 0:
+            return
+        pending, tried = self.grow(m, cap)
+        if pending is not None:
+            self.outcome[m.name] = (pending, tried)
+
+    def missing(self, m: Model) -> int:
+        return self.desired[m.name] - self.live[m.name] - self.placed.get(m.name, 0)
+
+    def guarantees_first(self, order: list[Model]) -> None:
+        """Every owner below its guarantee is served up to it before anyone borrows: each
+        model places (or reclaims) only the replicas that keep its owner within."""
+        self.owing = True
+        for m in order:
+            cap = owed_replicas(m, self.inv, self.missing(m))
+            if cap > 0:
+                self.turn(m, cap)
+        self.owing = False
+
+    def share_key(self, m: Model) -> tuple[int, bool, float, tuple[int, bool, int, float, str]]:
+        """Higher classes first and models below their minimum, as always; then the owner
+        with the least weighted dominant share once this replica is placed (fair sharing)."""
+        have = self.live[m.name] + self.placed.get(m.name, 0)
+        share = self.fair.share(m.owner, self.inv, profile_need(m.profiles[0]))
+        return -CLASS_RANK[m.class_], have >= m.scaling.min, share, self.keys[m.name]
+
+    def share_the_rest(self, order: list[Model]) -> None:
+        """What is past the guarantees, one replica at a time to the model whose owner has the
+        least share. Shares only grow in this phase, so a stale key is re-checked on pop."""
+        heap = [(self.share_key(m), i, m) for i, m in enumerate(order) if self.missing(m) > 0]
+        heapq.heapify(heap)
+        while heap:
+            key, i, m = heapq.heappop(heap)
+            if m.name in self.outcome or self.missing(m) <= 0:
+                continue
+            fresh = self.share_key(m)
+            if fresh != key and heap and fresh > heap[0][0]:
+                heapq.heappush(heap, (fresh, i, m))
+                continue
+            self.turn(m, 1)
+            if m.name not in self.outcome and self.missing(m) > 0:
+                heapq.heappush(heap, (self.share_key(m), i, m))
+
+    # ------------------------------------------------------------ one model
+
+    def grow(self, m: Model, cap: int | None = None) -> tuple[str | None, list[ProfileTrial]]:
+        """Place up to `cap` of the model's missing replicas, or preempt for them: its pending
+        sentence (None: placed them) and what its profiles ran into."""
         if m.name in self.held:
             h = self.held[m.name]
             if self.now < h.until:
@@ -181,16 +253,21 @@ class _Pass:
         if m.name in self.on_their_way:
             self.reserve(m, self.on_their_way[m.name], want - have)
             return "waiting for preempted replicas to stop", []
-        placed = 0
-        while have + placed < want:
+        placed = self.placed.get(m.name, 0)
+        turn = 0
+        while have + placed < want and (cap is None or turn < cap):
             out = self.placer.place(m, self.inv)
             if out.placement is None:
                 pending = "; ".join(out.notes)
-                if self.preempt_for(m, want - have - placed, have + placed):
+                # In the guarantee phase only what is owed may be reclaimed.
+                ask = cap - turn if self.owing and cap is not None else want - have - placed
+                if self.preempt_for(m, ask, have + placed):
                     pending = "waiting for preempted replicas to stop"
                 return pending, out.trials
             commit(m, out.placement, self.inv)
             placed += 1
+            turn += 1
+            self.placed[m.name] = placed
             self.starts.append(
                 StartAction(
                     model=m.name,

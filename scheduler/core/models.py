@@ -160,6 +160,9 @@ class Quota(Strict):
     owner: Annotated[str, Field(pattern=OWNER_PATTERN)]
     guarantee: Amount = Field(default_factory=Amount)
     limit: Amount | None = None
+    # Share of the borrowable pool (past the guarantees) relative to other owners: an owner of
+    # weight 2 may borrow twice as much as one of weight 1 before it yields (fair sharing).
+    weight: Annotated[float, Field(gt=0, le=1000)] = 1.0
 
     @model_validator(mode="after")
     def _guarantee_within_limit(self) -> Quota:

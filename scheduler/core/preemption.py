@@ -119,6 +119,25 @@ def within_guarantee(m: Model, inv: Inventory) -> bool:
     return _within((have[0] + need[0], have[1] + need[1], have[2] + need[2]), mine[1])
 
 
+def owed_replicas(m: Model, inv: Inventory, most: int) -> int:
+    """How many more replicas of `m` (its first profile, up to `most`) keep its owner within
+    its guarantee."""
+    mine = _guarantee_of(m.owner, inv.quotas)
+    if mine is None:
+        return 0
+    have = inv.usage.get(mine[0], ZERO)
+    need = profile_need(m.profiles[0])
+    n = 0
+    while n < most:
+        k = n + 1
+        if not _within(
+            (have[0] + k * need[0], have[1] + k * need[1], have[2] + k * need[2]), mine[1]
+        ):
+            break
+        n = k
+    return n
+
+
 def _within(have: Vec, cap: Vec) -> bool:
     return all(h <= c + 1e-9 for h, c in zip(have, cap, strict=True))
 

@@ -1,0 +1,69 @@
+"""Weighted fair sharing of what is borrowed past the guarantees (issue 12).
+
+Each owner is accounted at its *quota node*: the most specific prefix of its path that has a
+quota (or the owner itself). Its share is its dominant borrowed fraction, as Kueue's fair
+sharing and KAI's over-quota weights define it: for every resource, what it holds past its
+guarantee over the fleet's capacity of that resource; the largest of these, divided by the
+quota's weight. A dimension the guarantee leaves unset is not constrained, so nothing of it
+counts as borrowed; an owner with no guarantee borrows all it holds.
+"""
+
+from __future__ import annotations
+
+import math
+
+from scheduler.core.inventory import Inventory, Vec, owner_prefixes
+from scheduler.core.models import Quota, Snapshot
+
+EPS = 1e-9
+
+
+def _guaranteed(q: Quota | None) -> Vec:
+    if q is None:
+        return (0.0, 0.0, 0.0)
+    g = q.guarantee
+    dims = (g.gpus, g.cpu_cores, g.memory_gb)
+    if all(v is None for v in dims):
+        return (0.0, 0.0, 0.0)
+    return tuple(math.inf if v is None else v for v in dims)  # type: ignore[return-value]
+
+
+class FairShare:
+    def __init__(self, snapshot: Snapshot, inv: Inventory) -> None:
+        gpus = cpu = mem = 0.0
+        for n in snapshot.nodes:
+            if not n.eligible:
+                continue
+            cpu += n.cpu_cores
+            mem += n.memory_gb
+            for g in n.gpus:
+                gpus += len(g.mig) / 7 if g.mig is not None else 1.0
+        self.capacity: Vec = (max(gpus, 1.0), max(cpu, 1.0), max(mem, 1.0))
+        self.quotas = inv.quotas
+        self._node: dict[str, str] = {}
+
+    def node_of(self, owner: str) -> str:
+        """The prefix an owner is accounted at."""
+        found = self._node.get(owner)
+        if found is None:
+            found = owner
+            for p in reversed(owner_prefixes(owner)):
+                if p in self.quotas:
+                    found = p
+                    break
+            self._node[owner] = found
+        return found
+
+    def share(self, owner: str, inv: Inventory, delta: Vec = (0.0, 0.0, 0.0)) -> float:
+        """The owner's weighted dominant share of the borrowable pool, with `delta` added to
+        what it holds (a replica to come, or one to go)."""
+        node = self.node_of(owner)
+        q = self.quotas.get(node)
+        g = _guaranteed(q)
+        have = inv.usage.get(node, (0.0, 0.0, 0.0))
+        top = 0.0
+        for i in range(3):
+            past = have[i] + delta[i] - g[i]
+            if past > EPS:
+                top = max(top, past / self.capacity[i])
+        return top / (q.weight if q is not None else 1.0)
