@@ -295,6 +295,8 @@ class _Pass:
             return False
         if self.pool is None:
             self.pool = VictimPool(self.snapshot, self.inv, self.spoken_for)
+            if self.inv.quotas:
+                self.pool.fair = self.fair
         trial = self.inv.clone()
         gone = False
         future: list[Placement] = []  # where the missing replicas will go

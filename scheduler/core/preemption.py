@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from itertools import combinations, islice
 
+from scheduler.core.fairshare import FairShare
 from scheduler.core.inventory import (
     ZERO,
     Inventory,
@@ -195,6 +196,9 @@ class VictimPool:
         self._by_model: dict[str, list[str]] = {}
         self._min: dict[str, int] = {}
         self._replicas = inv.replicas
+        # Set by the pass when quotas are in play: preemption between borrowers of one class
+        # must move toward the fair share, never away from it.
+        self.fair: FairShare | None = None
         oldest_first = sorted(inv.live, key=_age)
         borrowed = _borrowed(oldest_first, self.quotas)
         guarded: dict[str, bool] = {}
@@ -295,6 +299,16 @@ class VictimPool:
                 return -1  # within its owner's guarantee: only its own owner may take it
         return tier
 
+    def _toward_share(self, m: Model, e: _Entry, inv: Inventory) -> bool:
+        """Whether taking `e` for `m` moves the two owners toward their fair shares: the
+        asker's share with the new replica stays at or below the victim owner's share without
+        the victim (Kueue's LessThanOrEqualToFinalShare)."""
+        if self.fair is None:
+            return True
+        mine = self.fair.share(m.owner, inv, profile_need(m.profiles[0]))
+        gone = (-e.gpus, -e.shard_cpu * len(e.replica.shards), -e.memory_gb)
+        return mine <= self.fair.share(e.model.owner, inv, gone) + 1e-9
+
     def candidates(self, m: Model, inv: Inventory, live: int) -> Iterator[Victim]:
         """The replicas that may give way for `m`, in the order they should."""
         my_rank = CLASS_RANK[m.class_]
@@ -313,6 +327,13 @@ class VictimPool:
                     continue
                 if len(e.nodes) > 1 and e.rank >= my_rank:
                     continue  # a multi-node replica gives way to a higher class only
+                if (
+                    tier == TIER_SAME_ABOVE_MIN
+                    and e.model.owner != m.owner
+                    and e.borrowed
+                    and not self._toward_share(m, e, inv)
+                ):
+                    continue
                 above_min = self._where[rid][2]
                 lent = None
                 if tier == TIER_BORROWED:

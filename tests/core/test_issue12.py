@@ -354,3 +354,29 @@ def test_guarantees_are_served_across_owners_before_anyone_borrows() -> None:
     after, plans = run(s, passes=6)
     assert live_per_model(after) == {"a-chat": 2, "b-chat": 4}
     assert not [a for p in plans for a in stops(p)], "start-then-reclaim churn"
+
+
+def _same_class(a_holds: int) -> Snapshot:
+    # One 4-GPU node, full: org/a holds a_holds, org/b the rest; org/b's "b-new" is below its
+    # minimum. Both owners only borrow (guarantee 0).
+    reps = [replica(f"r-a{i}", "a-old", [("n1", [f"n1-g{i}"])]) for i in range(a_holds)]
+    reps += [replica(f"r-b{i}", "b-old", [("n1", [f"n1-g{i}"])]) for i in range(a_holds, 4)]
+    return snap(
+        nodes=[node("n1", 4)],
+        models=[
+            model("a-old", "standard", "org/a", hi=4),
+            model("b-old", "standard", "org/b", hi=4),
+            model("b-new", "standard", "org/b", lo=1),
+        ],
+        replicas=reps,
+        quotas=[{"owner": "org/a", "guarantee": {"gpus": 0}}, {"owner": "org/b"}],
+    )
+
+
+def test_preemption_between_borrowers_moves_toward_the_fair_share() -> None:
+    took = stops(decide(_same_class(a_holds=3)))
+    assert [(a.model, a.preempted_for) for a in took] == [("a-old", "b-new")]
+    # org/b already holds 3 of 4: taking org/a's last one would move away from fair share,
+    # so b-new makes room from its own owner's replicas.
+    took = stops(decide(_same_class(a_holds=1)))
+    assert [(a.model, a.preempted_for) for a in took] == [("b-old", "b-new")]
