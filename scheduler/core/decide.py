@@ -17,6 +17,7 @@ from scheduler.core.models import (
     ModelStatus,
     Plan,
     ProfileTrial,
+    Replica,
     Snapshot,
     StartAction,
     StopAction,
@@ -95,11 +96,17 @@ class _Pass:
         grace = self.settings.eviction_grace_s
         self.desired: dict[str, int] = {}
         self.live: dict[str, int] = {}
+        # Replicas of a profile since removed from their model: they hold what they hold but
+        # no longer count; a current profile replaces them, and they go once it runs.
+        self.stale: dict[str, list[Replica]] = {}
         for m in snapshot.models:
             reps = inv.by_model.get(m.name, [])
             demand = snapshot.demand.get(m.name)
             self.desired[m.name] = desired_replicas(m, demand, reps, self.now, grace)
-            self.live[m.name] = inv.live_count.get(m.name, 0)
+            old = [r for r in reps if r.counts and m.profile(r.profile) is None]
+            if old:
+                self.stale[m.name] = old
+            self.live[m.name] = inv.live_count.get(m.name, 0) - len(old)
         self.taken_ids = set(inv.replicas)
         self.stops: list[StopAction] = []
         self.starts: list[StartAction] = []
@@ -137,6 +144,7 @@ class _Pass:
 
     def run(self) -> Plan:
         self.scale_down()
+        self.replace_stale()
         order = sorted(self.snapshot.models, key=self.order_key)
         if self.inv.quotas:
             self.fair = FairShare(self.snapshot, self.inv)
@@ -167,13 +175,40 @@ class _Pass:
             if have <= want:
                 continue
             reps = sorted(
-                (r for r in self.inv.by_model.get(m.name, []) if r.counts),
+                (
+                    r
+                    for r in self.inv.by_model.get(m.name, [])
+                    if r.counts and m.profile(r.profile) is not None
+                ),
                 key=lambda r: (r.created_at, r.id),
                 reverse=True,
             )
             for r in reps[: have - want]:
                 self.stop(r.id)
                 reason = f"scale down: {have} live, {want} desired"
+                self.stops.append(StopAction(replica=r.id, model=m.name, reason=reason))
+
+    def replace_stale(self) -> None:
+        """Make before break: a replica of a removed profile stops once enough replicas of
+        current profiles run (or the model wants none)."""
+        for m in self.snapshot.models:
+            old = self.stale.get(m.name)
+            if not old:
+                continue
+            want = self.desired[m.name]
+            running = sum(
+                1
+                for r in self.inv.by_model.get(m.name, [])
+                if r.state == "running"
+                and m.profile(r.profile) is not None
+                and r.id not in self.spoken_for
+                and (self.pool is None or r.id not in self.pool.excluded)
+            )
+            if want > 0 and running < want:
+                continue
+            for r in old:
+                self.stop(r.id)
+                reason = f"replaced: profile {r.profile} is no longer in the model"
                 self.stops.append(StopAction(replica=r.id, model=m.name, reason=reason))
 
     def order_key(self, m: Model) -> OrderKey:

@@ -75,6 +75,21 @@ def profile_need(profile: Profile) -> Vec:
     return (gpus * n, profile.cpu_cores * n, profile.memory_gb * n)
 
 
+def shard_held(model: Model | None, prof: Profile | None) -> tuple[float, float]:
+    """CPU and memory one shard of a replica holds, when its allocation does not say: what its
+    profile asks; for a profile since removed from its model, the most any profile of the
+    model asks (a node is never overcommitted on a guess); for an unknown model, nothing."""
+    if prof is not None:
+        return prof.cpu_cores, prof.memory_gb
+    if model is None:
+        return 0.0, 0.0
+    return max(p.cpu_cores for p in model.profiles), max(p.memory_gb for p in model.profiles)
+
+
+def _or(value: float | None, default: float) -> float:
+    return default if value is None else value
+
+
 @dataclass
 class NodeState:
     node: Node
@@ -169,9 +184,10 @@ class Inventory:
             if size is None:
                 model = models.get(name)
                 prof = model.profile(rep.profile) if model else None
+                held = shard_held(model, prof)
                 size = sizes[(name, rep.profile)] = (
-                    prof.cpu_cores if prof else 0.0,
-                    prof.memory_gb if prof else 0.0,
+                    held[0],
+                    held[1],
                     model,
                     profile_need(prof) if prof else ZERO,
                 )
@@ -184,8 +200,8 @@ class Inventory:
                 devs = sh.gpus
                 used.update(devs)
                 node_id = sh.node
-                node_cpu[node_id] = node_cpu.get(node_id, 0.0) + cpu
-                node_mem[node_id] = node_mem.get(node_id, 0.0) + mem
+                node_cpu[node_id] = node_cpu.get(node_id, 0.0) + _or(sh.cpu_cores, cpu)
+                node_mem[node_id] = node_mem.get(node_id, 0.0) + _or(sh.memory_gb, mem)
                 pm = per_model.get(node_id)
                 if pm is None:
                     pm = per_model[node_id] = {}
@@ -434,8 +450,7 @@ class Inventory:
         self.released.add(replica_id)
         model = self.models.get(rep.model)
         prof = model.profile(rep.profile) if model else None
-        cpu = prof.cpu_cores if prof else 0.0
-        mem = prof.memory_gb if prof else 0.0
+        cpu, mem = shard_held(model, prof)
         touched: list[str] = []
         gpus = 0.0
         for sh in rep.shards:
@@ -448,8 +463,8 @@ class Inventory:
                 self._unindex(ns)
             elif sh.node not in self._stale:  # filed as it was in the shared index
                 self._stale[sh.node] = (len(ns.free_gpus), list(ns.free_slices))
-            ns.free_cpu += cpu
-            ns.free_mem += mem
+            ns.free_cpu += _or(sh.cpu_cores, cpu)
+            ns.free_mem += _or(sh.memory_gb, mem)
             ns.per_model[rep.model] = max(ns.per_model.get(rep.model, 0) - 1, 0)
             wanted = set(sh.gpus)
             for gpu in ns.node.gpus:

@@ -191,6 +191,10 @@ class Demand(Strict):
 class Shard(Lenient):
     node: str
     gpus: list[str] = Field(default_factory=list)
+    # What the allocation holds on its node, when the adapter knows it; unset: what the
+    # replica's profile asks (or, for a profile no longer in the model, the most any asks).
+    cpu_cores: NonNegFloat | None = None
+    memory_gb: NonNegFloat | None = None
 
 
 class Replica(Lenient):

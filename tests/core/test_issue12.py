@@ -380,3 +380,52 @@ def test_preemption_between_borrowers_moves_toward_the_fair_share() -> None:
     # so b-new makes room from its own owner's replicas.
     took = stops(decide(_same_class(a_holds=1)))
     assert [(a.model, a.preempted_for) for a in took] == [("b-old", "b-new")]
+
+
+# ------------------------------------------------------------------ item 7: removed profile
+
+
+def _removed_profile(ready: bool = True) -> Snapshot:
+    # r-old runs profile "gone" (2 GPUs, 48 cores) that the operator since removed; the model
+    # now lists only "p" (1 GPU, 4 cores). The node has 64 cores.
+    old = replica("r-old", "chat", [("n1", ["n1-g0", "n1-g1"])], profile="gone")
+    old["shards"][0].update({"cpu_cores": 48, "memory_gb": 64})
+    return snap(
+        nodes=[node("n1", 4, cpu=64)],
+        models=[
+            model("chat", "standard", "org/a", lo=1, hi=1),
+            model("other", "standard", "org/b", cpu=24),
+        ],
+        replicas=[old],
+        demand={"chat": {"inflight": 1}, "other": {"inflight": 1}},
+    )
+
+
+def test_a_removed_profile_counts_by_what_its_allocation_holds_and_is_replaced() -> None:
+    s = _removed_profile()
+    plan = decide(s)
+    # chat counts no replica of a current profile: one starts beside the old one (make
+    # before break). "other" (24 cores) does not fit: the old replica still holds 48 of 64.
+    assert [(a.model, a.op) for a in plan.actions] == [("chat", "start")]
+    assert plan.models["chat"].live == 0
+    assert plan.models["other"].pending is not None
+    # Once the new one runs, the old one goes, and then "other" finds its room.
+    s2 = apply_plan(s, plan, 60)
+    plan2 = decide(s2)
+    assert [(a.replica, a.reason) for a in stops(plan2)] == [
+        ("r-old", "replaced: profile gone is no longer in the model")
+    ]
+    after, _ = run(apply_plan(s2, plan2, 60), passes=3)
+    assert live_per_model(after) == {"chat": 1, "other": 1}
+
+
+def test_a_removed_profile_without_allocation_sizes_counts_the_most_a_profile_asks() -> None:
+    s = _removed_profile()
+    data = s.model_dump(by_alias=True, mode="json")
+    for sh in data["replicas"][0]["shards"]:
+        sh.pop("cpu_cores"), sh.pop("memory_gb")
+    data["models"][0]["profiles"].append(
+        {"name": "big", "gpus": 1, "cpu_cores": 48, "memory_gb": 16}
+    )
+    plan = decide(Snapshot.model_validate(data))
+    assert plan.models["other"].pending is not None  # 48 cores counted, not 0
