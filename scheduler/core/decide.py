@@ -139,6 +139,7 @@ class _Pass:
         self.outcome: dict[str, tuple[str | None, list[ProfileTrial]]] = {}
         self.fair: FairShare  # set when quotas are in play
         self.owing = False  # in the guarantee phase
+        self.needs: dict[str, tuple[float, float, float]] = {}  # first profile's, by model
 
     # ------------------------------------------------------------ the pass
 
@@ -243,16 +244,21 @@ class _Pass:
         model places (or reclaims) only the replicas that keep its owner within."""
         self.owing = True
         for m in order:
-            cap = owed_replicas(m, self.inv, self.missing(m))
-            if cap > 0:
-                self.turn(m, cap)
+            most = self.missing(m)
+            if most > 0 and m.name not in self.outcome:
+                cap = owed_replicas(m, self.inv, most)
+                if cap > 0:
+                    self.turn(m, cap)
         self.owing = False
 
     def share_key(self, m: Model) -> tuple[int, bool, float, tuple[int, bool, int, float, str]]:
         """Higher classes first and models below their minimum, as always; then the owner
         with the least weighted dominant share once this replica is placed (fair sharing)."""
         have = self.live[m.name] + self.placed.get(m.name, 0)
-        share = self.fair.share(m.owner, self.inv, profile_need(m.profiles[0]))
+        need = self.needs.get(m.name)
+        if need is None:
+            need = self.needs[m.name] = profile_need(m.profiles[0])
+        share = self.fair.share(m.owner, self.inv, need)
         return -CLASS_RANK[m.class_], have >= m.scaling.min, share, self.keys[m.name]
 
     def share_the_rest(self, order: list[Model]) -> None:

@@ -40,30 +40,34 @@ class FairShare:
                 gpus += len(g.mig) / 7 if g.mig is not None else 1.0
         self.capacity: Vec = (max(gpus, 1.0), max(cpu, 1.0), max(mem, 1.0))
         self.quotas = inv.quotas
-        self._node: dict[str, str] = {}
+        self._node: dict[str, tuple[str, Vec, float]] = {}
 
     def node_of(self, owner: str) -> str:
         """The prefix an owner is accounted at."""
+        return self._account(owner)[0]
+
+    def _account(self, owner: str) -> tuple[str, Vec, float]:
+        """Where an owner is accounted, its guarantee there and its weight (kept per pass)."""
         found = self._node.get(owner)
         if found is None:
-            found = owner
+            node = owner
             for p in reversed(owner_prefixes(owner)):
                 if p in self.quotas:
-                    found = p
+                    node = p
                     break
-            self._node[owner] = found
+            q = self.quotas.get(node)
+            found = self._node[owner] = (node, _guaranteed(q), q.weight if q is not None else 1.0)
         return found
 
     def share(self, owner: str, inv: Inventory, delta: Vec = (0.0, 0.0, 0.0)) -> float:
         """The owner's weighted dominant share of the borrowable pool, with `delta` added to
         what it holds (a replica to come, or one to go)."""
-        node = self.node_of(owner)
-        q = self.quotas.get(node)
-        g = _guaranteed(q)
+        node, g, weight = self._account(owner)
         have = inv.usage.get(node, (0.0, 0.0, 0.0))
+        cap = self.capacity
         top = 0.0
         for i in range(3):
             past = have[i] + delta[i] - g[i]
             if past > EPS:
-                top = max(top, past / self.capacity[i])
-        return top / (q.weight if q is not None else 1.0)
+                top = max(top, past / cap[i])
+        return top / weight
