@@ -140,6 +140,7 @@ class _Pass:
         self.fair: FairShare  # set when quotas are in play
         self.owing = False  # in the guarantee phase
         self.needs: dict[str, tuple[float, float, float]] = {}  # first profile's, by model
+        self.held_back: dict[str, str] = {}  # why room that could be made was not
 
     # ------------------------------------------------------------ the pass
 
@@ -304,6 +305,8 @@ class _Pass:
                 ask = cap - turn if self.owing and cap is not None else want - have - placed
                 if self.preempt_for(m, ask, have + placed):
                     pending = "waiting for preempted replicas to stop"
+                elif m.name in self.held_back:
+                    pending += "; " + self.held_back[m.name]
                 return pending, out.trials
             commit(m, out.placement, self.inv)
             placed += 1
@@ -345,8 +348,15 @@ class _Pass:
             fitted = self.placer.place(m, trial, explain=False).placement
             if fitted is None:
                 cands = self.pool.candidates(m, trial, live + len(future))
-                chosen = choose(m, cands, trial, self.settings.max_victims, self.placer)
+                over: list[int] = []
+                limit = self.settings.max_victims
+                chosen = choose(m, cands, trial, limit, self.placer, over)
                 if not chosen:
+                    if over and not gone:
+                        self.held_back[m.name] = (
+                            f"preempting would take up to {min(over)} replicas, "
+                            f"more than max_victims ({limit})"
+                        )
                     break
                 for v in chosen:
                     self.stop(v.replica.id)

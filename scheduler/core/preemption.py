@@ -412,12 +412,15 @@ def _on_node(
     cands: list[Victim],
     limit: int,
     bound: CostKey | None,
+    over: list[int] | None = None,
 ) -> list[Victim] | None:
     """The cheapest set of this node's candidates that makes room on it, within `limit` and
     cheaper than `bound`. As the Kubernetes scheduler selects victims on one node: if even
     all of them do not make room, none will; else the smallest set that does."""
     if not ok(cands):
         return None
+    if len(cands) > limit and over is not None:
+        over.append(len(cands))  # room can be made here, if perhaps only past the limit
     if len(cands) > _EXACT_UP_TO:
         # Reprieve: with all gone, add back the dearest first while the room stays.
         kept = list(cands)
@@ -470,10 +473,12 @@ def choose(
     inv: Inventory,
     max_victims: int,
     placer: Placer,
+    over: list[int] | None = None,
 ) -> list[Victim]:
     """The cheapest set of at most `max_victims` candidates whose going makes the model fit
     (set_cost): per node first, as the Kubernetes scheduler does, then as many nodes as a
-    multi-node profile still lacks. [] when no set within `max_victims` makes room."""
+    multi-node profile still lacks. [] when no set within `max_victims` makes room; then
+    `over` gets the sizes of larger sets that would (on one node each)."""
     pool = list(islice(cands, POOL_CAP))
     if not pool or max_victims <= 0:
         return []
@@ -515,7 +520,7 @@ def choose(
                 trial, _ = _released(inv, gone)
                 return placer.shard_fits(m, profile, trial, nid)
 
-            found = _on_node(ok, by_node[nid], max_victims, bound)
+            found = _on_node(ok, by_node[nid], max_victims, bound, over)
             if found is not None:
                 per_node.append((set_cost(found), found))
                 if lacking == 1:

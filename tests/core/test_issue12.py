@@ -429,3 +429,22 @@ def test_a_removed_profile_without_allocation_sizes_counts_the_most_a_profile_as
     )
     plan = decide(Snapshot.model_validate(data))
     assert plan.models["other"].pending is not None  # 48 cores counted, not 0
+
+
+def test_pending_says_when_max_victims_held_a_preemption_back() -> None:
+    # Four 1-GPU opportunistic replicas fill the node; the critical model needs all 4 GPUs.
+    s = snap(
+        nodes=[node("n1", 4)],
+        settings={"max_victims": 3},
+        models=[
+            model("crit", "critical", "org/a", lo=1, gpus=4),
+            model("small", "opportunistic", "org/b", hi=4),
+        ],
+        replicas=[replica(f"r-{i}", "small", [("n1", [f"n1-g{i}"])]) for i in range(4)],
+        demand={"crit": {"inflight": 1}, "small": {"inflight": 4}},
+    )
+    plan = decide(s)
+    assert stops(plan) == []
+    pending = plan.models["crit"].pending
+    assert pending is not None
+    assert pending.endswith("preempting would take up to 4 replicas, more than max_victims (3)")
