@@ -447,7 +447,7 @@ def _on_node(
 
 # How many candidates (in tier order) a victim search looks at: the search is exact on
 # them; on a large fleet the first ones are the cheapest tiers anyway. Bounds a pass's time.
-POOL_CAP = 48
+POOL_CAP = 24
 
 
 def _room_possible(
