@@ -5,7 +5,8 @@ The decision core never re-partitions a GPU itself (that needs root on the node:
 is waiting. A GPU qualifies when it is in MIG mode, healthy, on an eligible node, with a known
 geometry, and drained: no replica (not even a stopping one) and no planned start uses it or any
 of its slices. A model counts as pending when the plan leaves it below its desired count with
-a pending reason. Quotas are not re-checked here: the advice says where room would be, the next
+a pending reason, unless it is held after giving way or waits for room already being freed.
+Quotas are not re-checked here: the advice says where room would be, the next
 pass decides who gets it. Pure: no I/O.
 """
 
@@ -15,6 +16,8 @@ from dataclasses import dataclass
 
 from scheduler.core.mig_geometry import Layout, geometry_for, plan_layout
 from scheduler.core.models import CLASS_RANK, GPU, Model, Node, Plan, Profile, Snapshot, StartAction
+
+WAITING = "waiting for preempted replicas to stop"
 
 
 @dataclass
@@ -34,6 +37,8 @@ def _pending_mig_models(snapshot: Snapshot, plan: Plan) -> list[_Pending]:
         status = plan.models.get(model.name)
         if status is None or status.pending is None:
             continue
+        if model.name in plan.holds or status.pending == WAITING:
+            continue  # held back by a preemption, or room already on its way: not short of it
         short = status.desired - status.live - starts.get(model.name, 0)
         profiles = [p for p in model.profiles if p.is_mig]
         if short > 0 and profiles:
