@@ -72,9 +72,7 @@ class _Entry:
     borrowed: bool
     guarded: bool  # its owner has a guarantee somewhere up its path
     order: OrderKey
-    nodes: tuple[str, ...]
-    shard_cpu: float
-    shard_mem: float
+    need: Vec  # what it counts against quotas, all shards together
 
     def group(self, above_min: bool) -> GroupKey:
         """Everything its tier depends on besides the asking model."""
@@ -240,9 +238,7 @@ class VictimPool:
                 rid in borrowed,
                 guarded[owner],
                 (-idle, need[0], need[2], rid),
-                _nodes_of(r),
-                need[1] / max(len(r.shards), 1),
-                need[2] / max(len(r.shards), 1),
+                need,
             )
             if rid in excluded:
                 continue
@@ -306,7 +302,7 @@ class VictimPool:
         if self.fair is None:
             return True
         mine = self.fair.share(m.owner, inv, profile_need(m.profiles[0]))
-        gone = (-e.gpus, -e.shard_cpu * len(e.replica.shards), -e.memory_gb)
+        gone = (-e.need[0], -e.need[1], -e.need[2])
         return mine <= self.fair.share(e.model.owner, inv, gone) + 1e-9
 
     def candidates(self, m: Model, inv: Inventory, live: int) -> Iterator[Victim]:
@@ -325,7 +321,8 @@ class VictimPool:
                 e = self._entries[rid]
                 if rid in self.excluded or e.replica.model == m.name:
                     continue
-                if len(e.nodes) > 1 and e.rank >= my_rank:
+                nodes = _nodes_of(e.replica)
+                if len(nodes) > 1 and e.rank >= my_rank:
                     continue  # a multi-node replica gives way to a higher class only
                 if (
                     tier == TIER_SAME_ABOVE_MIN
@@ -347,10 +344,10 @@ class VictimPool:
                     e.gpus,
                     e.memory_gb,
                     above_min,
-                    e.nodes,
+                    nodes,
                     lent,
-                    e.shard_cpu,
-                    e.shard_mem,
+                    e.need[1] / max(len(e.replica.shards), 1),
+                    e.need[2] / max(len(e.replica.shards), 1),
                 )
 
 
