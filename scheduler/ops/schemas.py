@@ -17,7 +17,11 @@ SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 # file name -> (model, title, what the file describes)
 SCHEMAS: dict[str, tuple[type[BaseModel], str, str]] = {
-    "model.schema.json": (CatalogModel, "llm-scheduler model", "Consul KV llm-scheduler/models/<name>"),
+    "model.schema.json": (
+        CatalogModel,
+        "llm-scheduler model",
+        "Consul KV llm-scheduler/models/<name>",
+    ),
     "quota.schema.json": (
         Quota,
         "llm-scheduler quota",

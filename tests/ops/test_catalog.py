@@ -81,7 +81,10 @@ def test_apply_creates_then_reports_unchanged_then_diffs_an_update(
 def test_cas_refuses_a_key_changed_since_it_was_read(consul_kv: object) -> None:
     kv = catalog_io.KVLayout("cas-test/")
     items = catalog_io.parse(
-        catalog_io.load_documents("x", text="{name: m1, owner: o, profiles: [{name: p}], serve: {source: o/m1}}"), "models"
+        catalog_io.load_documents(
+            "x", text="{name: m1, owner: o, profiles: [{name: p}], serve: {source: o/m1}}"
+        ),
+        "models",
     )
     changes = catalog_io.plan_changes(consul_kv, kv, items)
     consul_kv.kv.put("cas-test/models/m1", "{}")  # someone else writes in between

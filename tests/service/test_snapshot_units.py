@@ -115,7 +115,14 @@ def _nodes() -> dict[str, Node]:
         mig=[MigSlice(id="MIG-1", profile="3g.40gb", memory_gb=40)],
     )
     return {
-        "n1": Node(id="n1", name="a", address="10.0.0.1", cpu_cores=8, memory_gb=64, gpus=[gpu("G1"), gpu("G2")]),
+        "n1": Node(
+            id="n1",
+            name="a",
+            address="10.0.0.1",
+            cpu_cores=8,
+            memory_gb=64,
+            gpus=[gpu("G1"), gpu("G2")],
+        ),
         "n2": Node(id="n2", name="b", cpu_cores=8, memory_gb=64, gpus=[gpu("G3"), gpu("G4"), mig]),
     }
 
