@@ -14,13 +14,23 @@ Rules, from hashicorp/nomad @ aa026cc9 (nomad/structs):
 from __future__ import annotations
 
 import copy
+import json
 import re
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from serving_helpers import NOW, SHAPES, model, nodes, parse_job, render, shipped_template
+from serving_helpers import (
+    NOW,
+    RUNTIME_FIXTURES,
+    SHAPES,
+    model,
+    nodes,
+    parse_job,
+    render,
+    shipped_template,
+)
 
 from scheduler.adapters.nomad_jobs import (
     JobShapeError,
@@ -31,6 +41,7 @@ from scheduler.adapters.nomad_jobs import (
     service_name,
     template_variables,
 )
+from scheduler.adapters.nomad_nodes import node_from_nomad
 from scheduler.core.models import NAME_PATTERN, Shard, StartAction
 
 NOMAD_SERVICE_NAME = re.compile(r"^(?i:[a-z0-9]|[a-z0-9][a-z0-9\-]{0,61}[a-z0-9])$")
@@ -140,3 +151,10 @@ def test_job_meta_still_rebuilds_the_replica() -> None:
     assert back is not None
     assert back.model == "llama-3.1-8b" and back.replica == "r-1a2b" and back.profile == "tp8x2"
     assert back.wish == [Shard(node=s.node, gpus=s.gpus) for s in SHAPES["2-node"][1]]
+
+
+def test_a_node_knows_its_address_from_nomads_attribute() -> None:
+    body = json.loads((RUNTIME_FIXTURES.parent / "nomad" / "node-read.json").read_text())
+    assert node_from_nomad(body).address == body["Attributes"]["unique.network.ip-address"]
+    body["Attributes"] = None  # a node that does not say: no address, not a crash
+    assert node_from_nomad(body).address == ""
