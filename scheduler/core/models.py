@@ -134,6 +134,10 @@ class Profile(Strict):
         return self.mig_profile is not None
 
 
+# Fields Model had before `serve`, at their defaults: ignored so old snapshots still load.
+OLD_DEFAULTS = (("params", {}), ("runtime", "vllm"))
+
+
 class Model(Strict):
     name: Annotated[str, Field(pattern=NAME_PATTERN)]
     owner: Annotated[str, Field(pattern=OWNER_PATTERN)]
@@ -150,8 +154,11 @@ class Model(Strict):
     @model_validator(mode="before")
     @classmethod
     def _replaced_fields(cls, data: object) -> object:
-        # `params` went verbatim into a shell command line; say what replaced it.
+        # `params` went verbatim into a shell command line; say what replaced it. Snapshots
+        # written before carry the old defaults (params {}, runtime "vllm"): those still load.
         if isinstance(data, dict):
+            if data.get("params") == {} or data.get("runtime") == "vllm":
+                data = {k: v for k, v in data.items() if (k, v) not in OLD_DEFAULTS}
             if "params" in data:
                 raise ValueError(
                     "params: no longer accepted; use serve: {source, revision, runtime, image, "

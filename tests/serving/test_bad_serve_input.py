@@ -120,3 +120,23 @@ def test_models_apply_names_every_bad_item_and_writes_nothing(
     assert "(fine)" not in out
     _, entry = consul_kv.kv.get("bad-serve/models/fine")  # type: ignore[attr-defined]
     assert entry is None
+
+
+def test_the_core_still_plans_models_without_serve_and_old_snapshots_load() -> None:
+    from scheduler.core.decide import decide
+    from scheduler.core.validate import parse_snapshot
+
+    snapshot = parse_snapshot(
+        {
+            "now": "2026-12-03T08:00:00Z",
+            "nodes": [{"id": "n1", "name": "a", "cpu_cores": 8, "memory_gb": 64,
+                       "gpus": [{"id": "G1", "model": "NVIDIA H100 80GB HBM3", "memory_gb": 80}]}],
+            "models": [
+                # written by an older `llm-scheduler snapshot`: the old defaults ride along
+                {"name": "old", "owner": "o", "profiles": [{"name": "p"}], "params": {},
+                 "runtime": "vllm", "scaling": {"min": 1, "max": 1}},
+            ],
+        }
+    )  # fmt: skip
+    plan = decide(snapshot)
+    assert [a.model for a in plan.actions] == ["old"]
