@@ -135,7 +135,7 @@ class Profile(Strict):
 
 
 # Fields Model had before `serve`, at their defaults: ignored so old snapshots still load.
-OLD_DEFAULTS = (("params", {}), ("runtime", "vllm"))
+OLD_DEFAULTS: tuple[tuple[str, object], ...] = (("params", {}), ("runtime", "vllm"))
 
 
 class Model(Strict):
