@@ -213,6 +213,10 @@ def build_job(
         if cmd.command:
             config["command"] = cmd.command
         config["args"] = cmd.args
+        if "shm_size" not in config:
+            # PyTorch workers (tensor parallel) share memory: Docker's 64 MB /dev/shm is too
+            # small, so a template that sets neither gets the host's IPC namespace.
+            config.setdefault("ipc_mode", "host")
         task["Config"] = config
         task["Env"] = {**(task.get("Env") or {}), **cmd.env}
         if nnodes > 1:

@@ -200,3 +200,23 @@ def test_a_multi_node_replica_needs_the_head_address() -> None:
     m = model("vllm", "2-node")
     with pytest.raises(RenderError, match="head shard"):
         shard_command(m, m.profiles[0], Wiring(rank=1, nnodes=2))
+
+
+def test_a_template_without_shared_memory_settings_gets_host_ipc() -> None:
+    from serving_helpers import NOW, SHAPES, nodes
+
+    from scheduler.adapters.nomad_jobs import build_job
+    from scheduler.core.models import StartAction
+
+    m = model("vllm", "tp4")
+    bare = {"ID": "llm", "TaskGroups": [{"Name": "s", "Tasks": [{"Name": "t", "Config": {}}]}]}
+    action = StartAction(model=m.name, profile="tp4", replica="r", shards=SHAPES["tp4"][1],
+                         reason="")  # fmt: skip
+    job = build_job(bare, m, action, nodes(), NOW)
+    assert job["TaskGroups"][0]["Tasks"][0]["Config"]["ipc_mode"] == "host"
+    sized = {
+        **bare,
+        "TaskGroups": [{"Name": "s", "Tasks": [{"Name": "t", "Config": {"shm_size": 2**34}}]}],
+    }
+    job = build_job(sized, m, action, nodes(), NOW)
+    assert "ipc_mode" not in job["TaskGroups"][0]["Tasks"][0]["Config"]
