@@ -8,6 +8,7 @@ A plugin that fails to load is logged and skipped, never fatal.
 
 from __future__ import annotations
 
+from functools import cache
 from importlib import resources
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -73,6 +74,13 @@ def demand_source(config: ServiceConfig) -> DemandSource:
     return source
 
 
+@cache
+def _template_plugins() -> dict[str, Any]:
+    """Template entry points, scanned once: a scan of every installed distribution costs
+    milliseconds, too much for each start (the files they name are still read each time)."""
+    return load_group(TEMPLATES)
+
+
 def template_text(runtime: str, jobspec_dir: str | None = None) -> tuple[str, str]:
     """(where it came from, HCL text) of the jobspec for `runtime`: the operator's
     jobspec_dir wins, then a `llm_scheduler.templates` plugin, then the one shipped inside
@@ -84,7 +92,7 @@ def template_text(runtime: str, jobspec_dir: str | None = None) -> tuple[str, st
             candidate = Path(jobspec_dir) / name
             if candidate.is_file():
                 return str(candidate), candidate.read_text(encoding="utf-8")
-        extra = load_group(TEMPLATES)
+        extra = _template_plugins()
         if runtime in extra:
             path = Path(str(extra[runtime]))
             return str(path), path.read_text(encoding="utf-8")
