@@ -126,6 +126,8 @@ class Actuator:
 
     def act(self, view: ClusterView, plan: Plan, hook: ActionHook) -> None:
         models = {m.name: m for m in view.snapshot.models}
+        for gone in set(self._broken) - set(models):
+            del self._broken[gone]  # deleted from the catalog: forget its backoff
         owners = {m.name: m.owner for m in view.snapshot.models}
         for action in plan.actions:
             if isinstance(action, StopAction):
