@@ -69,6 +69,8 @@ def test_vllm_keeps_the_image_entrypoint_and_puts_the_model_first(shape: str) ->
     assert "serve" not in args and "vllm" not in args
     assert _value(args, "--served-model-name") == "llama-3.1-8b"
     assert _value(args, "--port") == "${NOMAD_PORT_http}"
+    # The API server gives up on engines not ready in 600 s by default: raise it to the grace.
+    assert _task(job)["Env"]["VLLM_ENGINE_READY_TIMEOUT_S"] == "2400"
     profile, shards = SHAPES[shape]
     # Tensor parallel per node, pipeline parallel across nodes.
     assert _value(args, "--tensor-parallel-size") == str(profile.get("gpus", 1))
