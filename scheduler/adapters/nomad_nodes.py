@@ -87,9 +87,12 @@ def node_from_nomad(body: dict[str, Any]) -> Node:
         and body.get("Status", "ready") == "ready"
         and not body.get("Drain", False)
     )
+    attributes = body.get("Attributes") or {}
     return Node(
         id=str(body["ID"]),
         name=str(body.get("Name") or body["ID"]),
+        # Where other shards of a multi-node replica reach this one (its head, at rank 0).
+        address=str(attributes.get("unique.network.ip-address") or ""),
         pool=str(body.get("NodePool") or "default"),
         datacenter=str(body.get("Datacenter") or "dc1"),
         eligible=eligible,
