@@ -7,6 +7,8 @@ Decoding problems (wrong JSON types) are 400 like Go's json decoder; validation 
 from __future__ import annotations
 
 import copy
+import json
+import re
 from typing import Any
 
 SECOND = 1_000_000_000
@@ -242,36 +244,89 @@ def _canonical_task(task: dict[str, Any], field: str) -> dict[str, Any]:
     return task
 
 
+# nomad/structs/services.go Service.ValidateName: RFC 1123 labels, at most 63 characters.
+SERVICE_NAME = re.compile(r"^(?i:[a-z0-9]|[a-z0-9][a-z0-9\-]{0,61}[a-z0-9])$")
+SERVICE_NAME_ERROR = (
+    "Service name must be valid per RFC 1123 and can contain only alphanumeric characters or"
+    " dashes and must be no longer than 63 characters"
+)
+# ${...} interpolations are replaced before the name check (args.ReplaceEnvWithPlaceHolder).
+_INTERPOLATION = re.compile(r"\$\{[^}]*\}")
+MAX_PRIORITY = 100  # the server's job_max_priority default
+
+
 def validate(job: dict[str, Any]) -> None:
-    """Raise JobValidationError with every problem found, as Nomad's Job.Validate does."""
+    """Raise JobValidationError with every problem found, as Nomad's register does.
+
+    nomad/structs/structs.go Job.Validate, plus the admission validator's priority check
+    (nomad/job_endpoint_hooks.go jobValidate.Validate); one go-multierror list, answered 500.
+    """
     errors: list[str] = []
+    if not job.get("Region"):
+        errors.append("Missing job region")
     if not job.get("ID"):
         errors.append("Missing job ID")
     elif " " in job["ID"]:
         errors.append("Job ID contains a space")
+    elif "\x00" in job["ID"]:
+        errors.append("Job ID contains a null character")
     if not job.get("Name"):
         errors.append("Missing job name")
-    if job.get("Type") not in JOB_TYPES:
+    elif "\x00" in job["Name"]:
+        errors.append("Job Name contains a null character")
+    if not job.get("Namespace"):
+        errors.append("Job must be in a namespace")
+    if not job.get("Type"):
+        errors.append("Missing job type")
+    elif job["Type"] not in JOB_TYPES:
         errors.append(f'Invalid job type: "{job.get("Type")}"')
-    priority = job.get("Priority")
-    if not isinstance(priority, int) or not 1 <= priority <= 100:
-        errors.append(f"Job priority must be between [1, 100]: {priority}")
+    for dc in job.get("Datacenters") or []:
+        if dc == "":
+            errors.append("Job datacenter must be non-empty string")
     groups = job.get("TaskGroups") or []
     if not groups:
         errors.append("Missing job task groups")
-    names: set[str] = set()
+    names: dict[str, int] = {}
     for index, group in enumerate(groups):
         name = group.get("Name") or ""
         if not name:
             errors.append(f"Job task group {index + 1} missing name")
         elif name in names:
-            errors.append(f"Job task group {index + 1} redefines '{name}' from group {index}")
-        names.add(name)
+            errors.append(
+                f"Job task group {index + 1} redefines '{name}' from group {names[name] + 1}"
+            )
+        else:
+            names[name] = index
+        if job.get("Type") == "system" and int(group.get("Count") or 0) > 1:
+            errors.append(
+                f"Job task group {name} has count {group['Count']}. Count cannot exceed 1 with"
+                " system scheduler"
+            )
+    for group in groups:
         problems = _group_problems(group)
         if problems:
-            errors.append(f"Task group {name} validation failed: {multierror(problems)}")
+            errors.append(
+                f"Task group {group.get('Name') or ''} validation failed: {multierror(problems)}"
+            )
+    priority = job.get("Priority")
+    if not isinstance(priority, int) or not 1 <= priority <= MAX_PRIORITY:
+        errors.append(f"job priority must be between [1, {MAX_PRIORITY}]")
     if errors:
         raise JobValidationError(errors)
+
+
+def _service_problems(service: dict[str, Any]) -> list[str]:
+    """nomad/structs/services.go Service.Validate (the name and address_mode rules)."""
+    problems: list[str] = []
+    name = str(service.get("Name") or "")
+    if not SERVICE_NAME.match(_INTERPOLATION.sub("ENV-VAR", name)):
+        problems.append(f"{SERVICE_NAME_ERROR}: {json.dumps(name)}")
+    mode = service.get("AddressMode") or ""
+    if mode not in ("", "auto", "host", "driver", "alloc", "alloc_ipv6"):
+        problems.append(
+            f'Service address_mode must be "auto", "host", or "driver"; not {json.dumps(mode)}'
+        )
+    return problems
 
 
 def _group_problems(group: dict[str, Any]) -> list[str]:
@@ -281,6 +336,14 @@ def _group_problems(group: dict[str, Any]) -> list[str]:
     tasks = group.get("Tasks") or []
     if not tasks:
         problems.append("Missing tasks for task group")
+    # TaskGroup.validateServices: "Service[%d] %s validation failed: %s", wrapped once more.
+    service_errors = [
+        f"Service[{i}] {s.get('Name') or ''} validation failed: {multierror(found)}"
+        for i, s in enumerate(group.get("Services") or [])
+        if (found := _service_problems(s))
+    ]
+    if service_errors:
+        problems.append(f"Task group service validation failed: {multierror(service_errors)}")
     task_names: set[str] = set()
     for index, task in enumerate(tasks):
         tname = task.get("Name") or ""
@@ -293,6 +356,14 @@ def _group_problems(group: dict[str, Any]) -> list[str]:
         task_problems = []
         if not task.get("Driver"):
             task_problems.append("Missing task driver")
+        # validateServices(t, ...): 'service[%d] %+q validation failed: %s'.
+        service_errors = [
+            f"service[{i}] {json.dumps(s.get('Name') or '')} validation failed: {multierror(found)}"
+            for i, s in enumerate(task.get("Services") or [])
+            if (found := _service_problems(s))
+        ]
+        if service_errors:
+            task_problems.append(multierror(service_errors))
         for device in task["Resources"].get("Devices") or []:
             if not device.get("Name"):
                 task_problems.append(

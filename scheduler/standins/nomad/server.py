@@ -92,10 +92,15 @@ class NomadStandin:
         datacenter: str = "dc1",
         seed: int | None = None,
         stop_delay_s: float = 0.0,
+        reserved: dict[str, tuple[int, int]] | None = None,
+        short_devices: bool = False,
     ) -> None:
         """`load_delay_s`: how long allocations stay pending; `stop_delay_s`: how long a
         stopped running allocation keeps ClientStatus running (0: complete at once);
-        `seed`: makes the choice among free device instances reproducible."""
+        `seed`: makes the choice among free device instances reproducible; `reserved`: node
+        id or "*" -> (CPU MHz, memory MiB) kept back from placement (ReservedResources);
+        `short_devices`: place with fewer device instances than asked when a wished one is
+        busy, as Nomad 1.9.0 to 1.11.0 did."""
         self.cluster = Cluster(
             fleet,
             registry=registry,
@@ -103,6 +108,8 @@ class NomadStandin:
             region=region,
             seed=seed,
             stop_delay_s=stop_delay_s,
+            reserved=reserved,
+            short_devices=short_devices,
         )
         self.region = region
         self.datacenter = datacenter
@@ -144,6 +151,11 @@ class NomadStandin:
 
     def set_node_status(self, node_id: str, status: str) -> None:
         self.cluster.set_node_status(node_id, status)
+
+    def drain_node(self, node_id: str, deadline_s: float, *, ignore_system: bool = False) -> None:
+        """Start a drain as `nomad node drain -enable -deadline` does (negative: force)."""
+        spec = {"Deadline": int(deadline_s * 1e9), "IgnoreSystemJobs": ignore_system}
+        self.cluster.drain_node(node_id, spec, mark_eligible=False)
 
     def fail_allocation(self, alloc_id: str, *, reschedule: bool = True) -> str | None:
         return self.cluster.fail_allocation(alloc_id, reschedule=reschedule)

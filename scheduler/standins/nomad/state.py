@@ -12,6 +12,7 @@ import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from scheduler.core.models import Node
@@ -56,12 +57,14 @@ class Effects:
     deregister: list[str] = field(default_factory=list)
     start_later: list[str] = field(default_factory=list)
     finish_later: list[str] = field(default_factory=list)
+    drain_deadlines: list[tuple[str, float]] = field(default_factory=list)  # node id, seconds
 
     def merge(self, other: Effects) -> None:
         self.register += other.register
         self.deregister += other.deregister
         self.start_later += other.start_later
         self.finish_later += other.finish_later
+        self.drain_deadlines += other.drain_deadlines
 
 
 class Cluster:
@@ -74,7 +77,11 @@ class Cluster:
         region: str,
         seed: int | None = None,
         stop_delay_s: float = 0.0,
+        reserved: dict[str, tuple[int, int]] | None = None,
+        short_devices: bool = False,
     ) -> None:
+        """`reserved`: node id (or "*" for all) -> (CPU MHz, memory MiB) the client keeps
+        back; `short_devices`: emulate Nomad 1.9.0-1.11.0 placing fewer instances than asked."""
         ids = [n.id for n in fleet]
         dupes = sorted({i for i in ids if ids.count(i) > 1})
         if dupes:
@@ -83,6 +90,7 @@ class Cluster:
         self.registry = registry
         self.load_delay_s = load_delay_s
         self.stop_delay_s = stop_delay_s
+        self.short_devices = short_devices
         self.feed = ChangeFeed()
         self.events = EventLog()
         self._lock = threading.RLock()
@@ -90,9 +98,15 @@ class Cluster:
         self._index = 1
         self._tables = dict.fromkeys(TABLES, 1)
         self._nodes: dict[str, NodeRecord] = {}
+        reserved = reserved or {}
         for i, node in enumerate(fleet):
+            cpu, memory = reserved.get(node.id, reserved.get("*", (0, 0)))
             self._nodes[node.id] = NodeRecord(
-                node=node, address=f"10.0.{i // 250}.{10 + i % 250}", eligible=node.eligible
+                node=node,
+                address=f"10.0.{i // 250}.{10 + i % 250}",
+                eligible=node.eligible,
+                reserved_cpu_shares=cpu,
+                reserved_memory_mb=memory,
             )
         self._jobs: dict[tuple[str, str], dict[str, Any]] = {}
         self._allocs: dict[str, dict[str, Any]] = {}
@@ -125,6 +139,7 @@ class Cluster:
     def _apply(self, effects: Effects) -> None:
         """Run effects while still holding the lock, so that Consul sees registrations and
         deregistrations in the order the state changed (the registry never calls back)."""
+        effects.merge(self._drain_tick())
         self.events.flush()
         self.feed.notify()
         if self.registry is not None:
@@ -132,8 +147,11 @@ class Cluster:
                 self.registry.deregister_service(service_id)
             for instance in effects.register:
                 self.registry.register_service(instance)
-        later = [(a, self.load_delay_s, self._start_alloc) for a in effects.start_later]
+        later: list[tuple[str, float, Callable[[str], None]]] = [
+            (a, self.load_delay_s, self._start_alloc) for a in effects.start_later
+        ]
         later += [(a, self.stop_delay_s, self._finish_stopped) for a in effects.finish_later]
+        later += [(f"drain:{n}", d, self._drain_deadline) for n, d in effects.drain_deadlines]
         for alloc_id, delay, action in later:
             timer = threading.Timer(delay, action, args=(alloc_id,))
             timer.daemon = True
@@ -197,49 +215,154 @@ class Cluster:
         mark_eligible: bool,
         meta: dict[str, str] | None = None,
     ) -> list[str]:
-        """Drain at once: migrate the node's allocations elsewhere, leave it ineligible.
+        """Start (or cancel, with a null spec) a drain, paced as Nomad's drainer paces it.
 
-        Returns the evaluations created. A null spec cancels a drain (and may mark eligible).
+        While it runs the node reads Drain true with a DrainStrategy and is ineligible. Each
+        task group gives up allocations as its migrate max_parallel allows (see _drain_tick);
+        at the deadline whatever is left is stopped; a negative deadline stops all at once.
+        Returns the evaluations created now.
         """
         with self._lock:
             record = self._require_node(node_id)
             effects = Effects()
-            eval_ids: list[str] = []
+            timer = self._timers.pop(f"drain:{node_id}", None)
+            if timer is not None:
+                timer.cancel()
             if spec is None:
+                record.drain_strategy = None
                 if mark_eligible:
                     record.eligible = True
                     effects.merge(self._unblock())
                 record.modify_index = self._bump("nodes")
                 self._node_event(record)
                 self._apply(effects)
-                return eval_ids
+                return []
             record.eligible = False
-            started = views.rfc3339_now()
-            jobs: dict[tuple[str, str], dict[str, Any]] = {}
-            for alloc in self._allocs.values():
-                if alloc["NodeID"] != node_id or is_terminal(alloc):
-                    continue
-                system = alloc["JobType"] in ("system", "sysbatch")
-                if system and spec.get("IgnoreSystemJobs"):
-                    continue
-                self._stop_alloc(alloc, "alloc is being migrated", effects)
-                key = (alloc["Namespace"], alloc["JobID"])
-                if key in self._jobs and not system:
-                    jobs[key] = self._jobs[key]
-            for job in jobs.values():
-                eval_ids.append(self._evaluate(job, "node-drain", effects)["ID"])
-                self._refresh_status(job)
+            deadline_ns = int(spec.get("Deadline") or 0)
+            ignore_system = bool(spec.get("IgnoreSystemJobs"))
+            now = datetime.now(UTC)
+            force = (
+                views.rfc3339(now + timedelta(seconds=deadline_ns / 1e9))
+                if deadline_ns > 0
+                else "0001-01-01T00:00:00Z"
+            )
+            # nomad/structs DrainStrategy embeds DrainSpec: its fields are flattened in JSON.
+            record.drain_strategy = {
+                "Deadline": deadline_ns,
+                "IgnoreSystemJobs": ignore_system,
+                "ForceDeadline": force,
+                "StartedAt": views.rfc3339(now),
+            }
             record.last_drain = {
                 "AccessorID": "",
                 "Meta": meta,
-                "StartedAt": started,
-                "Status": "complete",
-                "UpdatedAt": views.rfc3339_now(),
+                "StartedAt": views.rfc3339(now),
+                "Status": "draining",
+                "UpdatedAt": views.rfc3339(now),
             }
+            eval_ids = self._migrate(record, force=deadline_ns < 0, effects=effects)
+            if deadline_ns > 0:
+                effects.drain_deadlines.append((node_id, deadline_ns / 1e9))
             record.modify_index = self._bump("nodes")
             self._node_event(record)
             self._apply(effects)
             return eval_ids
+
+    def _migrate(self, record: NodeRecord, *, force: bool, effects: Effects) -> list[str]:
+        """Mark for migration what the drain may take now; complete the drain when empty.
+
+        nomad/drainer/watch_jobs.go handleTaskGroup: per task group, thresholdCount =
+        Count - Migrate.MaxParallel and numToDrain = healthy - thresholdCount, where healthy
+        counts the group's running allocations with health that are not migrating. So a
+        count-1 group with the default max_parallel 1 goes at once, and max_parallel 0
+        holds its allocation until the deadline (force).
+        """
+        strategy = record.drain_strategy or {}
+        node_id = record.node.id
+        on_node = [
+            a for a in self._allocs.values() if a["NodeID"] == node_id and not is_terminal(a)
+        ]
+        system = [a for a in on_node if a["JobType"] in ("system", "sysbatch")]
+        others = [a for a in on_node if a not in system]
+        chosen: list[dict[str, Any]] = []
+        if force:
+            chosen = list(others)
+        else:
+            by_group: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+            for alloc in others:
+                by_group.setdefault(
+                    (alloc["Namespace"], alloc["JobID"], alloc["TaskGroup"]), []
+                ).append(alloc)
+            for (ns, job_id, tg), allocs in by_group.items():
+                job = self._jobs.get((ns, job_id))
+                group = next(
+                    (g for g in (job or {}).get("TaskGroups") or [] if g["Name"] == tg), None
+                )
+                if job is None or group is None:
+                    chosen += allocs
+                    continue
+                # DeploymentStatus.HasHealth: health set either way; migrating ones excluded.
+                healthy = sum(
+                    1
+                    for a in self._job_allocs(job)
+                    if a["TaskGroup"] == tg
+                    and not is_terminal(a)
+                    and (a.get("DeploymentStatus") or {}).get("Healthy") is not None
+                    and not (a.get("DesiredTransition") or {}).get("Migrate")
+                )
+                threshold = int(group["Count"]) - _max_parallel(job, group)
+                chosen += allocs[: max(0, healthy - threshold)]
+        # Nomad drains system jobs last, unless told to leave them.
+        if len(chosen) == len(others) and not strategy.get("IgnoreSystemJobs"):
+            chosen += system
+        jobs: dict[tuple[str, str], dict[str, Any]] = {}
+        for alloc in chosen:
+            alloc["DesiredTransition"] = {**alloc["DesiredTransition"], "Migrate": True}
+            self._stop_alloc(alloc, "alloc is being migrated", effects)
+            key = (alloc["Namespace"], alloc["JobID"])
+            if key in self._jobs and alloc["JobType"] not in ("system", "sysbatch"):
+                jobs[key] = self._jobs[key]
+        eval_ids = [self._evaluate(job, "node-drain", effects)["ID"] for job in jobs.values()]
+        for job in jobs.values():
+            self._refresh_status(job)
+        left = [a for a in on_node if not is_terminal(a)]
+        if not left or (strategy.get("IgnoreSystemJobs") and all(a in system for a in left)):
+            self._finish_drain(record)
+        return eval_ids
+
+    def _finish_drain(self, record: NodeRecord) -> None:
+        """The drain is done: no strategy any more, the node stays ineligible."""
+        timer = self._timers.pop(f"drain:{record.node.id}", None)
+        if timer is not None:
+            timer.cancel()
+        record.drain_strategy = None
+        if record.last_drain is not None:
+            record.last_drain = {
+                **record.last_drain,
+                "Status": "complete",
+                "UpdatedAt": views.rfc3339_now(),
+            }
+        record.modify_index = self._bump("nodes")
+        self._node_event(record)
+
+    def _drain_tick(self) -> Effects:
+        """After any change: running drains may take more (a replacement became healthy)."""
+        effects = Effects()
+        for record in self._nodes.values():
+            if record.drain_strategy is not None:
+                self._migrate(record, force=False, effects=effects)
+        return effects
+
+    def _drain_deadline(self, key: str) -> None:
+        node_id = key.split(":", 1)[1]
+        with self._lock:
+            self._timers.pop(key, None)
+            record = self._nodes.get(node_id)
+            if record is None or record.drain_strategy is None:
+                return
+            effects = Effects()
+            self._migrate(record, force=True, effects=effects)
+            self._apply(effects)
 
     def _lose_allocs(self, node_id: str) -> Effects:
         """A node that went down loses its allocations; their jobs get replacements."""
@@ -506,6 +629,9 @@ class Cluster:
                 cpu_shares=int(record.node.cpu_cores) * MHZ_PER_CORE,
                 mhz_per_core=MHZ_PER_CORE,
                 memory_mb=int(record.node.memory_gb * 1024),
+                # Nomad's scheduler subtracts the node's ReservedResources from what it offers.
+                used_shares=record.reserved_cpu_shares,
+                used_memory_mb=record.reserved_memory_mb,
             )
             result.append(view)
         by_id = {v.node.id: v for v in result}
@@ -609,7 +735,7 @@ class Cluster:
                 i for i in range(group["Count"]) if f"{job['ID']}.{name}[{i}]" not in used_names
             ]
             for position, slot in enumerate(missing):
-                result = place(node_views, job, group, self._rng)
+                result = place(node_views, job, group, self._rng, short_devices=self.short_devices)
                 if isinstance(result, Metrics):
                     result.coalesced_failures = len(missing) - position - 1
                     failures[name] = (result, len(missing) - position)
@@ -860,6 +986,14 @@ class Cluster:
     def run_locked(self, fn: Callable[[], Any]) -> Any:
         with self._lock:
             return fn()
+
+
+def _max_parallel(job: dict[str, Any], group: dict[str, Any]) -> int:
+    """The group's migrate max_parallel, else the job's, else Nomad's default of 1."""
+    for block in (group.get("Migrate"), job.get("Migrate")):
+        if isinstance(block, dict) and block.get("MaxParallel") is not None:
+            return int(block["MaxParallel"])
+    return 1
 
 
 def _spec(job: dict[str, Any]) -> dict[str, Any]:
