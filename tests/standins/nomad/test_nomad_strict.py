@@ -91,8 +91,8 @@ def test_priority_and_ids_validated_together(client: nomad.Nomad) -> None:
 
 def test_reserved_resources_are_shown_and_kept_back() -> None:
     """Nomad subtracts a node's ReservedResources (client `reserved` block) before placing
-    (nomad/structs/funcs.go AllocsFit: the node's comparable resources less its
-    ComparableReservedResources)."""
+    (nomad/structs/funcs.go AllocsFit:
+    `available.Subtract(node.ReservedResources.Comparable())`)."""
     fleet = [_node("n-1", "gpu-1")]
     with _standin(fleet, reserved={"*": (8000, 16384)}) as (_, client):
         node = client.node.get_node("n-1")
