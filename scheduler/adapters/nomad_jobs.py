@@ -185,6 +185,14 @@ def owned_job(job: dict[str, Any]) -> OwnedJob | None:
     )
 
 
+def alloc_terminal(alloc: dict[str, Any]) -> bool:
+    """Gone for good: stopped or evicted by the server, or finished on the client."""
+    return alloc.get("ClientStatus") in TERMINAL_CLIENT or alloc.get("DesiredStatus") in (
+        "stop",
+        "evict",
+    )
+
+
 def alloc_live(alloc: dict[str, Any]) -> bool:
     return alloc.get("ClientStatus") not in TERMINAL_CLIENT and alloc.get("DesiredStatus") == "run"
 

@@ -30,6 +30,7 @@ from scheduler.plugins import template_path
 log = structlog.get_logger("llm-scheduler.act")
 tracer = trace.get_tracer("llm-scheduler")
 
+FAILED_MARK = "replica"  # errors that report a failed replica, not a failed call
 ActionHook = Callable[[StartAction | StopAction, bool, str | None], None]
 
 
@@ -65,7 +66,10 @@ class Actuator:
     def act(self, view: ClusterView, plan: Plan, hook: ActionHook) -> None:
         models = {m.name: m for m in view.snapshot.models}
         owners = {m.name: m.owner for m in view.snapshot.models}
+        failed = self._fail(view, hook)
         for action in plan.actions:
+            if isinstance(action, StopAction) and action.replica in failed:
+                continue
             if isinstance(action, StopAction):
                 if action.model in view.frozen_models:
                     log.warning(
@@ -96,6 +100,20 @@ class Actuator:
                 log.info("purged", job=jid, reason="stopped and no allocation left")
             except NomadError as exc:
                 log.warning("purge_failed", job=jid, error=str(exc))
+
+    def _fail(self, view: ClusterView, hook: ActionHook) -> set[str]:
+        """Stop the replicas Nomad failed (placement refused, devices short) and say why in
+        the model's status; the refused spot is kept out of placements by the builder."""
+        done: set[str] = set()
+        for replica, why in sorted(view.faults.items()):
+            job = view.jobs.get(replica)
+            if job is None or job.stopped or job.model in view.frozen_models:
+                continue
+            log.error("replica_failed", job=job.job_id, model=job.model, reason=why)
+            self._stop(view, StopAction(replica=replica, model=job.model, reason=why), hook)
+            self.errors[job.model] = f"{FAILED_MARK} {replica} failed: {why}"
+            done.add(replica)
+        return done
 
     def _stop(self, view: ClusterView, action: StopAction, hook: ActionHook) -> None:
         job = view.jobs.get(action.replica)
@@ -170,7 +188,8 @@ class Actuator:
                 log.error("start_failed", job=jid, model=action.model, error=str(exc))
                 hook(action, False, str(exc))
                 return
-        self.errors.pop(action.model, None)
+        if not self.errors.get(action.model, "").startswith(FAILED_MARK):
+            self.errors.pop(action.model, None)  # a failed replica stays reported
         log.info(
             "started",
             job=jid,
