@@ -106,6 +106,7 @@ def build_job(
             *(group.get("Constraints") or []),
             {"LTarget": "${node.unique.id}", "RTarget": shard.node, "Operand": "="},
         ]
+        hold_on_drain(group)
         task = group["Tasks"][0]
         res = task.setdefault("Resources", {}) or {}
         task["Resources"] = res
@@ -126,6 +127,19 @@ def build_job(
         ]
         job["TaskGroups"].append(group)
     return job
+
+
+def hold_on_drain(group: dict[str, Any]) -> None:
+    """`migrate { max_parallel = 0 }`: a drain leaves the shard's allocation running until its
+    deadline (nomad/drainer/watch_jobs.go: numToDrain = healthy - (count - max_parallel)),
+    so the scheduler can start the replacement elsewhere first and stop this one after
+    (make-before-break). Nomad could not replace it anyway: the group is pinned to its node."""
+    group["Migrate"] = {
+        "MaxParallel": 0,
+        "HealthCheck": "checks",
+        "MinHealthyTime": 10 * 1_000_000_000,
+        "HealthyDeadline": 300 * 1_000_000_000,
+    }
 
 
 # ------------------------------------------------------------------ reading jobs back

@@ -20,6 +20,7 @@ from scheduler.adapters.nomad_api import NomadAPI, NomadError
 from scheduler.adapters.nomad_faults import RefusalMemory, refusal, short_allocation
 from scheduler.adapters.nomad_jobs import (
     OwnedJob,
+    alloc_devices,
     alloc_live,
     alloc_terminal,
     owned_job,
@@ -33,7 +34,7 @@ from scheduler.adapters.nomad_nodes import (
     node_from_nomad,
     shares_per_core,
 )
-from scheduler.core.models import Demand, Hold, Model, Node, Quota, Settings, Snapshot
+from scheduler.core.models import Demand, Hold, Model, Node, Quota, Settings, Shard, Snapshot
 from scheduler.demand import DemandError, DemandSource
 from scheduler.demand.kv import KVDemandSource
 
@@ -165,9 +166,17 @@ class SnapshotBuilder:
                 continue
             present = [a for a in allocs.get(job.job_id, []) if not alloc_terminal(a)]
             if present:
-                short = short_allocation(job, [a for a in present if alloc_live(a)])
+                live = [a for a in present if alloc_live(a)]
+                short = short_allocation(job, live)
                 if short:
                     faults[job.replica] = short
+                    # The instances it did not get are busy for Nomad: keep them out too.
+                    got = {d for a in live for d in alloc_devices(a)}
+                    missing = [
+                        Shard(node=s.node, gpus=[d for d in s.gpus if d not in got])
+                        for s in job.wish
+                    ]
+                    self.refusals.remember([s for s in missing if s.gpus], True, now)
                 continue
             refused = refusal(self.nomad.get(f"/v1/job/{job.job_id}/evaluations"))
             if refused is not None:
