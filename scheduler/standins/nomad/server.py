@@ -94,13 +94,17 @@ class NomadStandin:
         stop_delay_s: float = 0.0,
         reserved: dict[str, tuple[int, int]] | None = None,
         short_devices: bool = False,
+        health_time_scale: float = 0.0,
+        initial_check: CheckStatus = "passing",
     ) -> None:
         """`load_delay_s`: how long allocations stay pending; `stop_delay_s`: how long a
         stopped running allocation keeps ClientStatus running (0: complete at once);
         `seed`: makes the choice among free device instances reproducible; `reserved`: node
         id or "*" -> (CPU MHz, memory MiB) kept back from placement (ReservedResources);
         `short_devices`: place with fewer device instances than asked when a wished one is
-        busy, as Nomad 1.9.0 to 1.11.0 did."""
+        busy, as Nomad 1.9.0 to 1.11.0 did; `health_time_scale`: > 0 runs allocation health
+        and deployments (healthy and progress deadlines) on Nomad's clock times this factor,
+        0 makes running allocations healthy at once; `initial_check`: a new check's status."""
         self.cluster = Cluster(
             fleet,
             registry=registry,
@@ -110,6 +114,8 @@ class NomadStandin:
             stop_delay_s=stop_delay_s,
             reserved=reserved,
             short_devices=short_devices,
+            health_time_scale=health_time_scale,
+            initial_check=initial_check,
         )
         self.region = region
         self.datacenter = datacenter
@@ -187,6 +193,9 @@ class NomadStandin:
             Route("/v1/job/{job_id:path}/allocations", r(self._job_allocs), methods=["GET"]),
             Route("/v1/job/{job_id:path}/evaluations", r(self._job_evals), methods=["GET"]),
             Route("/v1/job/{job_id:path}/summary", r(self._job_summary), methods=["GET"]),
+            Route("/v1/job/{job_id:path}/deployments", r(self._job_deps), methods=["GET"]),
+            Route("/v1/job/{job_id:path}/deployment", r(self._job_dep), methods=["GET"]),
+            Route("/v1/deployment/{dep_id}", r(self._deployment), methods=["GET"]),
             Route("/v1/job/{job_id:path}", r(self._job), methods=["GET"]),
             Route("/v1/job/{job_id:path}", r(self._register), methods=["POST", "PUT"]),
             Route("/v1/job/{job_id:path}", r(self._deregister), methods=["DELETE"]),
@@ -460,6 +469,40 @@ class NomadStandin:
             request,
             ("evals",),
             lambda: self.cluster.evaluations(namespace=namespace, job_id=job_id),
+        )
+
+    # ------------------------------------------------------------ deployments
+
+    async def _job_deps(self, request: Request) -> Response:
+        self._check_ns(request, "read-job")
+        namespace, job_id = self._job_or_404(request)
+        return await self._blocking(
+            request,
+            ("deployments",),
+            lambda: self.cluster.deployments(namespace=namespace, job_id=job_id),
+        )
+
+    async def _job_dep(self, request: Request) -> Response:
+        """The latest deployment, or null (nomad/job_endpoint.go LatestDeployment)."""
+        self._check_ns(request, "read-job")
+        namespace, job_id = self._job_or_404(request)
+
+        def latest() -> Any:
+            found = self.cluster.deployments(namespace=namespace, job_id=job_id)
+            return found[0] if found else None
+
+        return await self._blocking(request, ("deployments",), latest)
+
+    async def _deployment(self, request: Request) -> Response:
+        dep_id = request.path_params["dep_id"]
+        dep = self.cluster.deployment(dep_id)
+        if dep is None:
+            raise HttpError(404, "deployment not found")
+        self._check_ns(request, "read-job", dep["Namespace"])
+        return await self._blocking(
+            request,
+            ("deployments",),
+            lambda: _found(self.cluster.deployment(dep_id), "deployment not found"),
         )
 
     # ------------------------------------------------------------ allocations

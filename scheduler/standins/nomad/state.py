@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import random
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from scheduler.core.models import Node
-from scheduler.standins.nomad import views
+from scheduler.standins.nomad import deployments, views
 from scheduler.standins.nomad.allocs import build_alloc, service_instances
 from scheduler.standins.nomad.events import EventLog
 from scheduler.standins.nomad.fingerprint import device_groups
@@ -40,7 +41,7 @@ _SERVER_FIELDS = (
     "Stable",
     "Stop",
 )
-TABLES = ("nodes", "jobs", "allocs", "evals")
+TABLES = ("nodes", "jobs", "allocs", "evals", "deployments")
 
 
 class CasError(ValueError):
@@ -58,6 +59,7 @@ class Effects:
     start_later: list[str] = field(default_factory=list)
     finish_later: list[str] = field(default_factory=list)
     drain_deadlines: list[tuple[str, float]] = field(default_factory=list)  # node id, seconds
+    timers: list[tuple[str, float, Callable[[str], None]]] = field(default_factory=list)
 
     def merge(self, other: Effects) -> None:
         self.register += other.register
@@ -65,6 +67,7 @@ class Effects:
         self.start_later += other.start_later
         self.finish_later += other.finish_later
         self.drain_deadlines += other.drain_deadlines
+        self.timers += other.timers
 
 
 class Cluster:
@@ -79,9 +82,14 @@ class Cluster:
         stop_delay_s: float = 0.0,
         reserved: dict[str, tuple[int, int]] | None = None,
         short_devices: bool = False,
+        health_time_scale: float = 0.0,
+        initial_check: CheckStatus = "passing",
     ) -> None:
         """`reserved`: node id (or "*" for all) -> (CPU MHz, memory MiB) the client keeps
-        back; `short_devices`: emulate Nomad 1.9.0-1.11.0 placing fewer instances than asked."""
+        back; `short_devices`: emulate Nomad 1.9.0-1.11.0 placing fewer instances than asked;
+        `health_time_scale`: > 0 runs allocation health and deployments on Nomad's clock times
+        this factor (min_healthy_time, healthy_deadline, progress_deadline), 0 makes a running
+        allocation healthy at once; `initial_check`: the status a new service check starts in."""
         ids = [n.id for n in fleet]
         dupes = sorted({i for i in ids if ids.count(i) > 1})
         if dupes:
@@ -91,6 +99,12 @@ class Cluster:
         self.load_delay_s = load_delay_s
         self.stop_delay_s = stop_delay_s
         self.short_devices = short_devices
+        self.health_time_scale = health_time_scale
+        self.initial_check: CheckStatus = initial_check
+        self._deployments: dict[str, dict[str, Any]] = {}
+        self._progress_at: dict[str, float] = {}  # deployment id -> monotonic of last progress
+        self._check_status: dict[str, CheckStatus] = {}  # alloc id -> its checks' status
+        self._health_deadline: dict[str, float] = {}  # alloc id -> monotonic deadline
         self.feed = ChangeFeed()
         self.events = EventLog()
         self._lock = threading.RLock()
@@ -152,6 +166,7 @@ class Cluster:
         ]
         later += [(a, self.stop_delay_s, self._finish_stopped) for a in effects.finish_later]
         later += [(f"drain:{n}", d, self._drain_deadline) for n, d in effects.drain_deadlines]
+        later += effects.timers
         for alloc_id, delay, action in later:
             timer = threading.Timer(delay, action, args=(alloc_id,))
             timer.daemon = True
@@ -455,6 +470,8 @@ class Cluster:
             elif existing is not None:
                 job = existing
             effects = Effects()
+            if changed:
+                self._new_deployment(job, effects)
             evaluation = self._evaluate(job, "job-register", effects)
             self._refresh_status(job)
             if changed and existing is not None:
@@ -498,6 +515,7 @@ class Cluster:
                 }
             index = self._bump("jobs")
             job["Stop"] = True
+            self._cancel_deployments(job, deployments.JOB_STOPPED)
             self._job_event(job, "JobDeregistered")
             job["ModifyIndex"] = job["JobModifyIndex"] = index
             effects = Effects()
@@ -787,6 +805,10 @@ class Cluster:
         return effects
 
     def _add_alloc(self, alloc: dict[str, Any], effects: Effects) -> None:
+        dep = self._active_deployment(alloc["Namespace"], alloc["JobID"])
+        if dep is not None and alloc["TaskGroup"] in dep["TaskGroups"]:
+            alloc["DeploymentID"] = dep["ID"]
+            dep["TaskGroups"][alloc["TaskGroup"]]["PlacedAllocs"] += 1
         self._allocs[alloc["ID"]] = alloc
         self._alloc_event(alloc)
         effects.start_later.append(alloc["ID"])
@@ -815,19 +837,141 @@ class Cluster:
             alloc["ClientStatus"] = "running"
             alloc["ClientDescription"] = "Tasks are running"
             self._touch(alloc)
-            alloc["DeploymentStatus"] = {
-                "Canary": False,
-                "Healthy": True,
-                "ModifyIndex": alloc["ModifyIndex"],
-                "Timestamp": started,
-            }
-            effects.register = service_instances(alloc, self._nodes[alloc["NodeID"]])
-            self._services[alloc_id] = [s.id for s in effects.register]
+            self._check_status[alloc_id] = self.initial_check
             job = self._jobs.get((alloc["Namespace"], alloc["JobID"]))
+            group = next(
+                (g for g in (job or alloc["Job"])["TaskGroups"] if g["Name"] == alloc["TaskGroup"]),
+                None,
+            )
+            if self.health_time_scale <= 0 or group is None:
+                self._set_health(alloc, True, effects)
+            else:
+                min_healthy, deadline = deployments.health_params(alloc["Job"], group)
+                scale = self.health_time_scale
+                self._health_deadline[alloc_id] = time.monotonic() + deadline * scale
+                effects.timers.append(
+                    (f"health:{alloc_id}", min_healthy * scale, self._health_tick)
+                )
+            effects.register = service_instances(
+                alloc, self._nodes[alloc["NodeID"]], self.initial_check
+            )
+            self._services[alloc_id] = [s.id for s in effects.register]
             if job is not None:
                 self._refresh_status(job)
                 self._bump("jobs")
             self._apply(effects)
+
+    # ------------------------------------------------------------ health and deployments
+
+    def _active_deployment(self, namespace: str, job_id: str) -> dict[str, Any] | None:
+        found = [
+            d
+            for d in self._deployments.values()
+            if d["Namespace"] == namespace and d["JobID"] == job_id and d["Status"] == "running"
+        ]
+        return max(found, key=lambda d: d["CreateIndex"]) if found else None
+
+    def _cancel_deployments(self, job: dict[str, Any], why: str) -> None:
+        while (dep := self._active_deployment(job["Namespace"], job["ID"])) is not None:
+            self._end_deployment(dep, "cancelled", why)
+
+    def _end_deployment(self, dep: dict[str, Any], status: str, why: str) -> None:
+        dep["Status"], dep["StatusDescription"] = status, why
+        dep["ModifyIndex"] = self._bump("deployments")
+        dep["ModifyTime"] = views.now_ns()
+
+    def _new_deployment(self, job: dict[str, Any], effects: Effects) -> None:
+        """A new job version of a service job with an update strategy is a deployment."""
+        self._cancel_deployments(job, deployments.NEWER_JOB)
+        if job["Stop"] or not any(deployments.deploys(job, g) for g in job["TaskGroups"]):
+            return
+        dep = deployments.new_deployment(str(uuid.uuid4()), job, self._bump("deployments"))
+        self._deployments[dep["ID"]] = dep
+        progress = deployments.progress_deadline_s(job)
+        if progress > 0 and self.health_time_scale > 0:
+            self._progress_at[dep["ID"]] = time.monotonic()
+            effects.timers.append(
+                (f"deploy:{dep['ID']}", progress * self.health_time_scale, self._progress_check)
+            )
+
+    def _set_health(self, alloc: dict[str, Any], healthy: bool, effects: Effects) -> None:
+        self._touch(alloc)
+        alloc["DeploymentStatus"] = deployments.health_status(healthy, alloc["ModifyIndex"])
+        dep = self._deployments.get(alloc.get("DeploymentID") or "")
+        if dep is None or dep["Status"] != "running":
+            return
+        state = dep["TaskGroups"].get(alloc["TaskGroup"])
+        if state is None:
+            return
+        state["HealthyAllocs" if healthy else "UnhealthyAllocs"] += 1
+        dep["ModifyIndex"] = self._bump("deployments")
+        if healthy:
+            self._progress_at[dep["ID"]] = time.monotonic()
+            if all(s["HealthyAllocs"] >= s["DesiredTotal"] for s in dep["TaskGroups"].values()):
+                self._end_deployment(dep, "successful", deployments.SUCCESSFUL)
+            return
+        # deploymentwatcher: an unhealthy allocation of an active deployment is replaced.
+        job = self._jobs.get((alloc["Namespace"], alloc["JobID"]))
+        self._stop_alloc(alloc, deployments.RESCHEDULED, effects)
+        if job is not None and not job["Stop"]:
+            before = set(self._allocs)
+            self._evaluate(job, "deployment-watcher", effects)
+            new = [a for a in self._allocs if a not in before]
+            if new:
+                alloc["NextAllocation"] = new[0]
+                self._allocs[new[0]]["PreviousAllocation"] = alloc["ID"]
+            self._refresh_status(job)
+
+    def _health_tick(self, key: str) -> None:
+        """The client's health watcher: healthy once checks pass, unhealthy at the deadline."""
+        alloc_id = key.split(":", 1)[1]
+        with self._lock:
+            self._timers.pop(key, None)
+            alloc = self._allocs.get(alloc_id)
+            if alloc is None or is_terminal(alloc) or alloc["ClientStatus"] != "running":
+                return
+            effects = Effects()
+            deadline = self._health_deadline.get(alloc_id, 0.0)
+            if self._check_status.get(alloc_id) == "passing":
+                self._set_health(alloc, True, effects)
+            elif time.monotonic() >= deadline:
+                self._set_health(alloc, False, effects)
+            else:
+                step = min(0.05, max(deadline - time.monotonic(), 0.001))
+                effects.timers.append((key, step, self._health_tick))
+            self._apply(effects)
+
+    def _progress_check(self, key: str) -> None:
+        dep_id = key.split(":", 1)[1]
+        with self._lock:
+            self._timers.pop(key, None)
+            dep = self._deployments.get(dep_id)
+            job = self._jobs.get((dep["Namespace"], dep["JobID"])) if dep else None
+            if dep is None or job is None or dep["Status"] != "running":
+                return
+            window = deployments.progress_deadline_s(job) * self.health_time_scale
+            left = self._progress_at.get(dep_id, 0.0) + window - time.monotonic()
+            effects = Effects()
+            if left <= 0:
+                self._end_deployment(dep, "failed", deployments.PROGRESS_DEADLINE)
+            else:
+                effects.timers.append((key, left, self._progress_check))
+            self._apply(effects)
+
+    def deployments(self, *, namespace: str, job_id: str | None = None) -> list[dict[str, Any]]:
+        with self._lock:
+            found = [
+                copy.deepcopy(d)
+                for d in self._deployments.values()
+                if namespace in ("*", d["Namespace"]) and job_id in (None, d["JobID"])
+            ]
+        found.sort(key=lambda d: d["CreateIndex"], reverse=True)
+        return found
+
+    def deployment(self, dep_id: str) -> dict[str, Any] | None:
+        with self._lock:
+            dep = self._deployments.get(dep_id)
+            return copy.deepcopy(dep) if dep else None
 
     def _stop_alloc(
         self,
@@ -926,6 +1070,7 @@ class Cluster:
 
     def set_service_check(self, alloc_id: str, status: CheckStatus) -> None:
         with self._lock:
+            self._check_status[alloc_id] = status
             if self.registry is not None:
                 for service_id in self._services.get(alloc_id, []):
                     self.registry.set_check_status(service_id, status)

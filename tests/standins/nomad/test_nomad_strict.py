@@ -271,3 +271,75 @@ def test_drain_ends_when_the_held_allocation_is_stopped_by_its_owner() -> None:
         client.job.deregister_job("llm-owner")
         node = client.node.get_node("n-1")
         assert node["DrainStrategy"] is None and node["LastDrain"]["Status"] == "complete"
+
+
+# ------------------------------------------------------------------ update strategy, deployments
+
+
+def _service_job(job_id: str, node: str, update: dict | None) -> dict:
+    body = gpu_job(job_id, node_id=node, service=job_id)
+    if update is not None:
+        body["Job"]["Update"] = update
+    return body
+
+
+def test_default_update_strategy_deploys_and_replaces_an_unhealthy_allocation() -> None:
+    """Without an update block a service job gets api/jobs.go DefaultUpdateStrategy (health
+    from checks, min_healthy_time 10s, healthy_deadline 5m, progress_deadline 10m): each
+    version is a deployment. An allocation whose checks do not pass by healthy_deadline is
+    unhealthy (client/allocrunner/health_hook.go) and, the deployment being active, replaced
+    (nomad/deploymentwatcher allowReplacements); with no progress by the progress deadline the
+    deployment fails. `update { max_parallel = 0 }` has no deployment: the same slow
+    allocation is only marked unhealthy and keeps running (its load is not cut short).
+    Times run at 1/500 of Nomad's: 5m -> 0.6 s, 10m -> 1.2 s."""
+    fleet = [_node("n-1", "gpu-1"), _node("n-2", "gpu-2")]
+    with _standin(fleet, health_time_scale=0.002, initial_check="critical") as (_, client):
+        client.jobs.register_job(_service_job("llm-deploys", "n-1", None))
+        client.jobs.register_job(_service_job("llm-no-deploy", "n-2", {"MaxParallel": 0}))
+        job = client.job.get_job("llm-deploys")
+        assert job["Update"]["HealthyDeadline"] == 300 * 10**9
+        assert job["Update"]["ProgressDeadline"] == 600 * 10**9
+        (first,) = _allocs(client, "llm-deploys")
+        deployment = client.job.get_deployment("llm-deploys")
+        assert deployment["Status"] == "running"
+        assert client.allocation.get_allocation(first["ID"])["DeploymentID"] == deployment["ID"]
+        assert client.job.get_deployment("llm-no-deploy") is None
+        (slow,) = _allocs(client, "llm-no-deploy")
+        assert client.allocation.get_allocation(slow["ID"])["DeploymentID"] == ""
+
+        wait_for(lambda: client.allocation.get_allocation(first["ID"])["DesiredStatus"] == "stop")
+        replaced = client.allocation.get_allocation(first["ID"])
+        assert replaced["DeploymentStatus"]["Healthy"] is False
+        assert replaced["DesiredDescription"] == "alloc was rescheduled because it failed"
+        (second,) = _allocs(client, "llm-deploys")
+        assert second["ID"] == replaced["NextAllocation"]
+        wait_for(lambda: client.job.get_deployment("llm-deploys")["Status"] == "failed")
+        failed = client.job.get_deployment("llm-deploys")
+        assert failed["StatusDescription"] == "Failed due to progress deadline"
+
+        # Without a deployment: unhealthy after the deadline, and still the same allocation.
+        wait_for(
+            lambda: (
+                (client.allocation.get_allocation(slow["ID"])["DeploymentStatus"] or {}).get(
+                    "Healthy"
+                )
+                is False
+            )
+        )
+        assert [a["ID"] for a in _allocs(client, "llm-no-deploy")] == [slow["ID"]]
+        assert client.allocation.get_allocation(slow["ID"])["ClientStatus"] == "running"
+
+
+def test_passing_checks_make_a_deployment_successful() -> None:
+    """Checks that pass for min_healthy_time make the allocation healthy; all healthy, the
+    deployment is successful (Deployment completed successfully)."""
+    fleet = [_node("n-1", "gpu-1")]
+    with _standin(fleet, health_time_scale=0.002) as (standin, client):
+        client.jobs.register_job(_service_job("llm-quick", "n-1", None))
+        wait_for(lambda: client.job.get_deployment("llm-quick")["Status"] == "successful")
+        deployment = client.job.get_deployment("llm-quick")
+        assert deployment["StatusDescription"] == "Deployment completed successfully"
+        assert deployment["TaskGroups"]["shard-0"]["HealthyAllocs"] == 1
+        (alloc,) = _allocs(client, "llm-quick")
+        assert alloc["DeploymentStatus"]["Healthy"] is True
+        assert standin.cluster.deployment(deployment["ID"]) is not None
