@@ -195,17 +195,16 @@ def test_draining_node_replica_moves_make_before_break(
     wait_for(lambda: (status(cluster, "qwen-4b") or {}).get("live") == 1, what="ready")
     cluster.nomad.set_node_eligibility("node-h2", True)
     cluster.nomad.drain_node("node-h1", deadline_s=60)
-    seen_both = False
-
-    def moved() -> bool:
-        nonlocal seen_both
-        running = _running_allocs(cluster, "qwen-4b")
-        if len(running) == 2:
-            seen_both = True
-        return [a["NodeID"] for a in running] == ["node-h2"]
-
-    wait_for(moved, what="the replica moved to h2")
-    assert seen_both  # the replacement ran before the old one stopped
+    [new] = wait_for(
+        lambda: [a for a in _running_allocs(cluster, "qwen-4b") if a["NodeID"] == "node-h2"],
+        what="the replacement on h2",
+    )
+    wait_for(lambda: [a["NodeID"] for a in _running_allocs(cluster, "qwen-4b")] == ["node-h2"])
+    gone_full = cluster.nomad.cluster.alloc(old["ID"])
+    assert gone_full is not None
+    started = min(t["StartedAt"] for t in new["TaskStates"].values())
+    finished = max(t["FinishedAt"] for t in gone_full["TaskStates"].values())
+    assert started < finished  # the replacement ran before the old one was stopped
     gone = cluster.nomad.cluster.alloc(old["ID"])
     assert gone is not None and gone["DesiredDescription"] != "alloc is being migrated"
     node = wait_for(
