@@ -343,3 +343,32 @@ def test_passing_checks_make_a_deployment_successful() -> None:
         (alloc,) = _allocs(client, "llm-quick")
         assert alloc["DeploymentStatus"]["Healthy"] is True
         assert standin.cluster.deployment(deployment["ID"]) is not None
+
+
+def test_system_job_allocations_count_against_the_node() -> None:
+    """A system job's allocation on a node uses its CPU and memory like any other
+    (nomad/structs/funcs.go AllocsFit sums every non-terminal allocation on the node)."""
+    fleet = [_node("n-1", "gpu-1")]
+    with _standin(fleet) as (_, client):
+        agent = {
+            "ID": "node-agent",
+            "Type": "system",
+            "TaskGroups": [
+                {
+                    "Name": "agent",
+                    "Tasks": [
+                        {
+                            "Name": "agent",
+                            "Driver": "docker",
+                            "Resources": {"CPU": 500, "MemoryMB": 40 * 1024},
+                        }
+                    ],
+                }
+            ],
+        }
+        client.jobs.register_job({"Job": agent})
+        assert len(_allocs(client, "node-agent")) == 1
+        response = client.jobs.register_job(gpu_job("llm-big", memory_mb=32 * 1024))
+        assert _allocs(client, "llm-big") == []  # 40 + 32 GiB > 64 GiB
+        failed = client.evaluation.get_evaluation(response["EvalID"])["FailedTGAllocs"]
+        assert failed["shard-0"]["DimensionExhausted"] == {"memory": 1}
