@@ -151,8 +151,11 @@ class _Pass:
         once it is not serving, or once enough replicas elsewhere run (make-before-break)."""
         draining = {n.id for n in self.snapshot.nodes if n.draining}
         for m in self.snapshot.models:
+            reps = self.inv.by_model.get(m.name, [])
+            if not draining and all(r.state != "starting" for r in reps):
+                continue  # the common case: nothing to look at
             counting = sorted(
-                (r for r in self.inv.by_model.get(m.name, []) if r.counts),
+                (r for r in reps if r.counts),
                 key=lambda r: (r.created_at, r.id),
             )
             movers: list[Replica] = []
