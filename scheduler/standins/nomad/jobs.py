@@ -169,6 +169,16 @@ def _canonical_group(group: dict[str, Any], index: int) -> dict[str, Any]:
     )
     for key in ("Constraints", "Affinities", "Spreads", "Meta", "Volumes", "Update", "Migrate"):
         group.setdefault(key, None)
+    if isinstance(group["Migrate"], dict):  # api MigrateStrategy.Canonicalize
+        _defaults(
+            group["Migrate"],
+            {
+                "MaxParallel": 1,
+                "HealthCheck": "checks",
+                "MinHealthyTime": 10 * SECOND,
+                "HealthyDeadline": 300 * SECOND,
+            },
+        )
     group["Networks"] = _decode_list(group.get("Networks"), f"{field}.Networks") or None
     services = _decode_list(group.get("Services"), f"{field}.Services")
     group["Services"] = [_canonical_service(s) for s in services] or None
@@ -303,7 +313,7 @@ def validate(job: dict[str, Any]) -> None:
                 " system scheduler"
             )
     for group in groups:
-        problems = _group_problems(group)
+        problems = _group_problems(group) + _strategy_problems(job, group)
         if problems:
             errors.append(
                 f"Task group {group.get('Name') or ''} validation failed: {multierror(problems)}"
@@ -326,6 +336,98 @@ def _service_problems(service: dict[str, Any]) -> list[str]:
         problems.append(
             f'Service address_mode must be "auto", "host", or "driver"; not {json.dumps(mode)}'
         )
+    return problems
+
+
+def _go_duration(ns: int) -> str:
+    """Enough of Go's time.Duration String for validation messages."""
+    if ns % SECOND == 0:
+        seconds = ns // SECOND
+        return f"{seconds // 60}m{seconds % 60}s" if abs(seconds) >= 60 else f"{seconds}s"
+    return f"{ns}ns"
+
+
+def _strategy_problems(job: dict[str, Any], group: dict[str, Any]) -> list[str]:
+    """TaskGroup.Validate on the update and migrate blocks (nomad/structs/structs.go
+    UpdateStrategy.Validate, MigrateStrategy.Validate); their errors join the group's list."""
+    problems: list[str] = []
+    kind = job.get("Type")
+    update = group.get("Update")
+    if isinstance(update, dict):
+        if kind not in ("service", "system"):
+            problems.append(f'Job type "{kind}" does not allow update block')
+        merged = {**(job.get("Update") or {}), **{k: v for k, v in update.items() if v is not None}}
+        problems += _update_problems(merged)
+    elif kind in ("service", "system") and isinstance(job.get("Update"), dict):
+        problems += _update_problems(job["Update"])
+    migrate = group.get("Migrate")
+    if isinstance(migrate, dict):
+        if kind != "service":
+            problems.append(f'Job type "{kind}" does not allow migrate block')
+        else:
+            problems += _migrate_problems(migrate)
+    return problems
+
+
+def _update_problems(u: dict[str, Any]) -> list[str]:
+    problems: list[str] = []
+    check = u.get("HealthCheck")
+    if check not in ("checks", "task_states", "manual"):
+        problems.append(f"Invalid health check given: {json.dumps(check or '')}")
+    max_parallel, canary = int(u.get("MaxParallel") or 0), int(u.get("Canary") or 0)
+    min_healthy = int(u.get("MinHealthyTime") or 0)
+    healthy = int(u.get("HealthyDeadline") or 0)
+    progress = int(u.get("ProgressDeadline") or 0)
+    if max_parallel < 0:
+        problems.append(f"Max parallel can not be less than zero: {max_parallel} < 0")
+    if canary < 0:
+        problems.append(f"Canary count can not be less than zero: {canary} < 0")
+    if canary == 0 and u.get("AutoPromote"):
+        problems.append("Auto Promote requires a Canary count greater than zero")
+    if min_healthy < 0:
+        problems.append(
+            f"Minimum healthy time may not be less than zero: {_go_duration(min_healthy)}"
+        )
+    if healthy <= 0:
+        problems.append(f"Healthy deadline must be greater than zero: {_go_duration(healthy)}")
+    if progress < 0:
+        problems.append(f"Progress deadline must be zero or greater: {_go_duration(progress)}")
+    if min_healthy >= healthy:
+        problems.append(
+            "Minimum healthy time must be less than healthy deadline:"
+            f" {_go_duration(min_healthy)} > {_go_duration(healthy)}"
+        )
+    if progress != 0 and healthy >= progress:
+        problems.append(
+            "Healthy deadline must be less than progress deadline:"
+            f" {_go_duration(healthy)} > {_go_duration(progress)}"
+        )
+    if int(u.get("Stagger") or 0) <= 0:
+        problems.append(
+            f"Stagger must be greater than zero: {_go_duration(int(u.get('Stagger') or 0))}"
+        )
+    return problems
+
+
+def _migrate_problems(m: dict[str, Any]) -> list[str]:
+    problems: list[str] = []
+    raw = m.get("MaxParallel")
+    max_parallel = 1 if raw is None else int(raw)
+    check = m.get("HealthCheck") or ""
+    min_healthy = int(m.get("MinHealthyTime") or 0)
+    healthy = int(m.get("HealthyDeadline") or 0)
+    if max_parallel < 0:
+        problems.append(f"MaxParallel must be >= 0 but found {max_parallel}")
+    if check == "" and max_parallel > 0:
+        problems.append("Missing HealthCheck")
+    elif check not in ("", "checks", "task_states"):
+        problems.append(f"Invalid HealthCheck: {json.dumps(check)}")
+    if min_healthy < 0:
+        problems.append(f"MinHealthyTime is {_go_duration(min_healthy)} and must be >= 0")
+    if healthy < 0:
+        problems.append(f"HealthyDeadline is {_go_duration(healthy)} and must be >= 0")
+    if min_healthy > healthy:
+        problems.append("MinHealthyTime must be less than HealthyDeadline")
     return problems
 
 

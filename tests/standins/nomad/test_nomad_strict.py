@@ -86,6 +86,33 @@ def test_priority_and_ids_validated_together(client: nomad.Nomad) -> None:
     assert "\t* job priority must be between [1, 100]\n" in text
 
 
+def test_update_and_migrate_blocks_validated(client: nomad.Nomad) -> None:
+    """TaskGroup.Validate runs UpdateStrategy.Validate and MigrateStrategy.Validate
+    (nomad/structs/structs.go); `max_parallel = 0` is legal in both (no deployment; a drain
+    holds the allocation until its deadline)."""
+    body = gpu_job("llm-bad-strategy")
+    group = body["Job"]["TaskGroups"][0]
+    group["Update"] = {"MaxParallel": -1, "HealthyDeadline": 5 * 10**9}
+    group["Migrate"] = {"MaxParallel": -2}
+    with pytest.raises(BaseNomadException) as caught:
+        client.jobs.register_job(body)
+    text = caught.value.nomad_resp.text
+    assert "Max parallel can not be less than zero: -1 < 0" in text
+    assert "Minimum healthy time must be less than healthy deadline: 10s > 5s" in text
+    assert "MaxParallel must be >= 0 but found -2" in text
+    group["Update"] = {"MaxParallel": 0}
+    group["Migrate"] = {"MaxParallel": 0}
+    client.jobs.register_job(body)
+    job = client.job.get_job("llm-bad-strategy")
+    assert job["TaskGroups"][0]["Migrate"]["HealthCheck"] == "checks"  # canonicalized
+    batch = gpu_job("batch-migrate")
+    batch["Job"]["Type"] = "batch"
+    batch["Job"]["TaskGroups"][0]["Migrate"] = {"MaxParallel": 1}
+    with pytest.raises(BaseNomadException) as caught:
+        client.jobs.register_job(batch)
+    assert 'Job type "batch" does not allow migrate block' in caught.value.nomad_resp.text
+
+
 # ------------------------------------------------------------------ resources
 
 
