@@ -10,7 +10,6 @@ asking for the same spot pass after pass.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -98,38 +97,32 @@ def short_allocation(job: OwnedJob, allocs: list[dict[str, Any]]) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
-class _Refused:
-    node: str
-    devices: tuple[str, ...] | None  # None: the whole node
-    until: datetime
-
-
 class RefusalMemory:
     """Spots Nomad refused lately: their devices held (or their node ineligible) until then."""
 
     def __init__(self, hold_s: int = REFUSAL_HOLD_S) -> None:
         self.hold_s = hold_s
-        self._refused: list[_Refused] = []
+        # (node, devices or None for the whole node) -> until
+        self._refused: dict[tuple[str, tuple[str, ...] | None], datetime] = {}
 
     def remember(self, shards: list[Shard], devices_only: bool, now: datetime) -> None:
         until = now + timedelta(seconds=self.hold_s)
         for shard in shards:
             devices = tuple(shard.gpus) if devices_only and shard.gpus else None
-            self._refused.append(_Refused(shard.node, devices, until))
+            self._refused[(shard.node, devices)] = until
 
     def apply(self, nodes: list[Node], now: datetime) -> list[Node]:
-        self._refused = [r for r in self._refused if r.until > now]
+        self._refused = {k: until for k, until in self._refused.items() if until > now}
         if not self._refused:
             return nodes
         out: list[Node] = []
         for node in nodes:
-            mine = [r for r in self._refused if r.node == node.id]
+            mine = [devices for (nid, devices) in self._refused if nid == node.id]
             if not mine:
                 out.append(node)
-            elif any(r.devices is None for r in mine):
+            elif any(devices is None for devices in mine):
                 out.append(node.model_copy(update={"eligible": False}))
             else:
-                held = set(node.held).union(*(r.devices or () for r in mine))
+                held = set(node.held).union(*(d or () for d in mine))
                 out.append(node.model_copy(update={"held": sorted(held)}))
         return out
