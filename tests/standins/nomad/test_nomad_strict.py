@@ -11,10 +11,11 @@ from contextlib import contextmanager
 
 import pytest
 from nomad.api.exceptions import BaseNomadException
-from nomad_helpers import by_name, devices_of, gpu_job, wait_for
+from nomad_helpers import by_name, devices_of, fixture, gpu_job, wait_for
 
 import nomad
 from scheduler.core.models import GPU, Node
+from scheduler.standins.conformance import assert_same_shape
 from scheduler.standins.nomad import NomadStandin
 
 
@@ -370,6 +371,15 @@ def test_passing_checks_make_a_deployment_successful() -> None:
         (alloc,) = _allocs(client, "llm-quick")
         assert alloc["DeploymentStatus"]["Healthy"] is True
         assert standin.cluster.deployment(deployment["ID"]) is not None
+        # The documented body (job-deployment-latest.json); task group names are data.
+        documented = fixture("job-deployment-latest.json")
+        state, documented_state = deployment.pop("TaskGroups"), documented.pop("TaskGroups")
+        assert_same_shape(deployment, documented, null_matches_any=True)
+        # PlacedCanaries is a nil []string without canaries: null on the wire, as here.
+        assert state["shard-0"].pop("PlacedCanaries") is None
+        documented_state["cache"].pop("PlacedCanaries")
+        assert_same_shape(state["shard-0"], documented_state["cache"], null_matches_any=True)
+        assert [d["ID"] for d in client.job.get_deployments("llm-quick")] == [deployment["ID"]]
 
 
 def test_system_job_allocations_count_against_the_node() -> None:
