@@ -204,6 +204,7 @@ def build_job(
             *(group.get("Constraints") or []),
             {"LTarget": "${node.unique.id}", "RTarget": shard.node, "Operand": "="},
         ]
+        hold_on_drain(group)
         wiring = Wiring(i, nnodes, head.address if head else "", rdzv)
         cmd = shard_command(model, profile, wiring)
         task = group["Tasks"][0]
@@ -243,6 +244,19 @@ def build_job(
         ]
         job["TaskGroups"].append(group)
     return job
+
+
+def hold_on_drain(group: dict[str, Any]) -> None:
+    """`migrate { max_parallel = 0 }`: a drain leaves the shard's allocation running until its
+    deadline (nomad/drainer/watch_jobs.go: numToDrain = healthy - (count - max_parallel)),
+    so the scheduler can start the replacement elsewhere first and stop this one after
+    (make-before-break). Nomad could not replace it anyway: the group is pinned to its node."""
+    group["Migrate"] = {
+        "MaxParallel": 0,
+        "HealthCheck": "checks",
+        "MinHealthyTime": 10 * 1_000_000_000,
+        "HealthyDeadline": 300 * 1_000_000_000,
+    }
 
 
 # ------------------------------------------------------------------ reading jobs back
@@ -305,6 +319,14 @@ def owned_job(job: dict[str, Any]) -> OwnedJob | None:
         stopped=bool(job.get("Stop")) or job.get("Status") == "dead",
         wish=wish,
         checked_groups=frozenset(checked),
+    )
+
+
+def alloc_terminal(alloc: dict[str, Any]) -> bool:
+    """Gone for good: stopped or evicted by the server, or finished on the client."""
+    return alloc.get("ClientStatus") in TERMINAL_CLIENT or alloc.get("DesiredStatus") in (
+        "stop",
+        "evict",
     )
 
 

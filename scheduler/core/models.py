@@ -80,6 +80,13 @@ class Node(Lenient):
     cpu_cores: NonNegFloat
     memory_gb: NonNegFloat
     gpus: list[GPU] = Field(default_factory=list)
+    # Device ids held by allocations that are not the scheduler's replicas (other jobs, other
+    # namespaces): taken, as a replica's are. Their CPU and memory, and the node's reserved
+    # resources, are already left out of cpu_cores and memory_gb by the adapter.
+    held: list[str] = Field(default_factory=list)
+    # Being drained: ineligible for anything new, and its replicas are moved elsewhere
+    # (make-before-break) where room allows.
+    draining: bool = False
 
     @model_validator(mode="after")
     def _unique_device_ids(self) -> Node:

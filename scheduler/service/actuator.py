@@ -33,6 +33,7 @@ from scheduler.serving.argv import RenderError
 log = structlog.get_logger("llm-scheduler.act")
 tracer = trace.get_tracer("llm-scheduler")
 
+FAILED_MARK = "replica"  # errors that report a failed replica, not a failed call
 ActionHook = Callable[[StartAction | StopAction, bool, str | None], None]
 # A model whose template or serve spec is broken is retried after this, doubling up to the max.
 TEMPLATE_BACKOFF_MIN_S = 30.0
@@ -129,7 +130,10 @@ class Actuator:
         for gone in set(self._broken) - set(models):
             del self._broken[gone]  # deleted from the catalog: forget its backoff
         owners = {m.name: m.owner for m in view.snapshot.models}
+        failed = self._fail(view, hook)
         for action in plan.actions:
+            if isinstance(action, StopAction) and action.replica in failed:
+                continue
             if isinstance(action, StopAction):
                 if action.model in view.frozen_models:
                     log.warning(
@@ -160,6 +164,20 @@ class Actuator:
                 log.info("purged", job=jid, reason="stopped and no allocation left")
             except NomadError as exc:
                 log.warning("purge_failed", job=jid, error=str(exc))
+
+    def _fail(self, view: ClusterView, hook: ActionHook) -> set[str]:
+        """Stop the replicas Nomad failed (placement refused, devices short) and say why in
+        the model's status; the refused spot is kept out of placements by the builder."""
+        done: set[str] = set()
+        for replica, why in sorted(view.faults.items()):
+            job = view.jobs.get(replica)
+            if job is None or job.stopped or job.model in view.frozen_models:
+                continue
+            log.error("replica_failed", job=job.job_id, model=job.model, reason=why)
+            self._stop(view, StopAction(replica=replica, model=job.model, reason=why), hook)
+            self.errors[job.model] = f"{FAILED_MARK} {replica} failed: {why}"
+            done.add(replica)
+        return done
 
     def _stop(self, view: ClusterView, action: StopAction, hook: ActionHook) -> None:
         job = view.jobs.get(action.replica)
@@ -240,7 +258,8 @@ class Actuator:
                 log.error("start_failed", job=jid, model=action.model, error=str(exc))
                 hook(action, False, str(exc))
                 return
-        self.errors.pop(action.model, None)
+        if not self.errors.get(action.model, "").startswith(FAILED_MARK):
+            self.errors.pop(action.model, None)  # a failed replica stays reported
         self._broken.pop(action.model, None)
         log.info(
             "started",

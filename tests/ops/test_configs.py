@@ -74,12 +74,14 @@ def test_operator_and_gateway_policies() -> None:
 
 
 def test_nomad_policy_is_its_namespace_and_node_read_only() -> None:
+    """Jobs in its own namespace; read-job elsewhere only, to count other allocations."""
     policy = _hcl("nomad/acl/llm-scheduler.policy.hcl")
     assert set(policy) - {"__comments__"} == {"namespace", "node"}
     namespaces = {
         name.strip('"'): body for block in policy["namespace"] for name, body in block.items()
     }
-    assert list(namespaces) == ["llm"]
+    assert list(namespaces) == ["llm", "*"]
+    assert namespaces["*"]["capabilities"] == ["read-job"]
     caps = set(namespaces["llm"]["capabilities"])
     assert {"submit-job", "read-job", "list-jobs"} <= caps
     assert caps <= {"submit-job", "read-job", "list-jobs", "parse-job"}
