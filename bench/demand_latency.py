@@ -67,6 +67,7 @@ def run(changes: int, debounce_s: float, top: int) -> dict[str, Any]:
             "owner": "bench",
             "scaling": {"min": 0, "max": top, "target_per_replica": 1},
             "profiles": [{"name": "one", "gpus": 1}],
+            "serve": {"source": "org/bench-model"},
         }
         dc.consul.kv_put(LAYOUT.model_key(MODEL), json.dumps(model))
         config = ServiceConfig(

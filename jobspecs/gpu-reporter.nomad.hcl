@@ -83,9 +83,11 @@ job "llm-gpu-reporter" {
 
       # The Consul token, if ACLs are on: a Nomad variable at nomad/jobs/llm-gpu-reporter
       # with key consul_token (session:write and key:write on llm-scheduler/nodes/).
+      # nomadVar alone blocks the task until the variable exists (template.mdx); guarded by
+      # nomadVarExists, the reporter starts without it (no token: ACLs off).
       template {
         data        = <<-EOT
-          {{ with nomadVar "nomad/jobs/llm-gpu-reporter" }}{{ with .consul_token }}CONSUL_HTTP_TOKEN={{ . }}{{ end }}{{ end }}
+          {{ if nomadVarExists "nomad/jobs/llm-gpu-reporter" }}{{ with nomadVar "nomad/jobs/llm-gpu-reporter" }}{{ with .consul_token }}CONSUL_HTTP_TOKEN={{ . }}{{ end }}{{ end }}{{ end }}
         EOT
         destination = "secrets/consul.env"
         env         = true

@@ -7,6 +7,12 @@
 #   nomad job run -var consul_addr=http://127.0.0.1:8500 jobspecs/llm-scheduler.nomad.hcl
 #
 # It needs no GPU: it runs on any client of the non-GPU class.
+#
+# Reaching Consul and Nomad: the container shares the host's network (network_mode "host"),
+# so 127.0.0.1 is the node itself, where the local Consul and Nomad agents listen (both bind
+# their HTTP API to 127.0.0.1 by default). With agents bound elsewhere, set consul_addr and
+# nomad_addr, e.g. to http://${attr.unique.network.ip-address}:8500 (Nomad fills the node
+# attribute in at run time).
 
 variable "namespace" {
   type        = string
@@ -17,13 +23,13 @@ variable "namespace" {
 variable "consul_addr" {
   type        = string
   default     = "http://127.0.0.1:8500"
-  description = "Consul HTTP address as seen from the node"
+  description = "Consul HTTP address as seen from the node (the task uses the host network)"
 }
 
 variable "nomad_addr" {
   type        = string
   default     = "http://127.0.0.1:4646"
-  description = "Nomad HTTP address as seen from the node"
+  description = "Nomad HTTP address as seen from the node (the task uses the host network)"
 }
 
 variable "image" {
@@ -58,10 +64,11 @@ job "llm-scheduler" {
       value    = "true"
     }
 
+    # Host networking: 127.0.0.1 is the node's own Consul and Nomad agents. The ops port is
+    # a dynamic host port, which the task listens on (NOMAD_PORT_ops).
     network {
-      port "ops" {
-        to = 9464
-      }
+      mode = "host"
+      port "ops" {}
     }
 
     # Prometheus scrapes /metrics; Consul checks /healthz.
@@ -90,29 +97,32 @@ job "llm-scheduler" {
       driver = "docker"
 
       config {
-        image = var.image
-        args  = ["run", "--log-format", "json"]
-        ports = ["ops"]
+        image        = var.image
+        args         = ["run", "--log-format", "json"]
+        network_mode = "host"
+        ports        = ["ops"]
       }
 
       env {
         CONSUL_HTTP_ADDR            = var.consul_addr
         NOMAD_ADDR                  = var.nomad_addr
         NOMAD_NAMESPACE             = var.namespace
-        # Inside the container, listen on all interfaces; the port is mapped by Nomad.
-        LLM_SCHEDULER_LISTEN_ADDR   = "0.0.0.0:9464"
+        # The host's network: listen on the port Nomad gave the task, on all interfaces.
+        LLM_SCHEDULER_LISTEN_ADDR   = "0.0.0.0:${NOMAD_PORT_ops}"
         LLM_SCHEDULER_LOG_FORMAT    = "json"
         OTEL_EXPORTER_OTLP_ENDPOINT = var.otlp_endpoint
         OTEL_SERVICE_NAME           = "llm-scheduler"
       }
 
-      # Tokens come from a Nomad variable, never from the jobspec.
+      # Tokens come from a Nomad variable, never from the jobspec. Guarded by nomadVarExists
+      # so that a cluster without ACLs (and without the variable) still starts the task:
+      # nomadVar alone blocks until the variable exists.
       template {
         data        = <<-EOT
-          {{ with nomadVar "nomad/jobs/llm-scheduler" }}
-          CONSUL_HTTP_TOKEN={{ .consul_token }}
-          NOMAD_TOKEN={{ .nomad_token }}
-          {{ end }}
+          {{ if nomadVarExists "nomad/jobs/llm-scheduler" }}{{ with nomadVar "nomad/jobs/llm-scheduler" }}
+          {{ with .consul_token }}CONSUL_HTTP_TOKEN={{ . }}{{ end }}
+          {{ with .nomad_token }}NOMAD_TOKEN={{ . }}{{ end }}
+          {{ end }}{{ end }}
         EOT
         destination = "secrets/tokens.env"
         env         = true

@@ -8,6 +8,8 @@ A plugin that fails to load is logged and skipped, never fatal.
 
 from __future__ import annotations
 
+from functools import cache
+from importlib import resources
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,7 +27,10 @@ DEMAND_SOURCES = "llm_scheduler.demand_sources"
 TEMPLATES = "llm_scheduler.templates"
 
 log = structlog.get_logger("llm-scheduler.plugins")
-JOBSPECS = Path(__file__).resolve().parent.parent / "jobspecs"
+
+
+class TemplateError(Exception):
+    """A runtime's jobspec template is missing or unreadable."""
 
 
 def load_group(group: str) -> dict[str, Any]:
@@ -69,14 +74,32 @@ def demand_source(config: ServiceConfig) -> DemandSource:
     return source
 
 
-def template_path(runtime: str, jobspec_dir: str | None = None) -> Path | None:
-    """The HCL jobspec for a model's `runtime`: jobspec_dir, then plugins, then jobspecs/."""
-    if jobspec_dir:
-        candidate = Path(jobspec_dir) / f"{runtime}.nomad.hcl"
-        if candidate.is_file():
-            return candidate
-    extra = load_group(TEMPLATES)
-    if runtime in extra:
-        return Path(str(extra[runtime]))
-    candidate = JOBSPECS / f"{runtime}.nomad.hcl"
-    return candidate if candidate.is_file() else None
+@cache
+def _template_plugins() -> dict[str, Any]:
+    """Template entry points, scanned once: a scan of every installed distribution costs
+    milliseconds, too much for each start (the files they name are still read each time)."""
+    return load_group(TEMPLATES)
+
+
+def template_text(runtime: str, jobspec_dir: str | None = None) -> tuple[str, str]:
+    """(where it came from, HCL text) of the jobspec for `runtime`: the operator's
+    jobspec_dir wins, then a `llm_scheduler.templates` plugin, then the one shipped inside
+    the package (scheduler/data/jobspecs/, read through importlib.resources so a wheel
+    install finds it). TemplateError when none is found or it cannot be read."""
+    name = f"{runtime}.nomad.hcl"
+    try:
+        if jobspec_dir:
+            candidate = Path(jobspec_dir) / name
+            if candidate.is_file():
+                return str(candidate), candidate.read_text(encoding="utf-8")
+        extra = _template_plugins()
+        if runtime in extra:
+            path = Path(str(extra[runtime]))
+            return str(path), path.read_text(encoding="utf-8")
+        shipped = resources.files("scheduler") / "data" / "jobspecs" / name
+        if shipped.is_file():
+            return f"scheduler/data/jobspecs/{name}", shipped.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TemplateError(f"jobspec template for runtime {runtime!r} unreadable: {exc}") from exc
+    where = f" in {jobspec_dir} or" if jobspec_dir else ""
+    raise TemplateError(f"no jobspec template for runtime {runtime!r}{where} in the package")

@@ -154,3 +154,12 @@ def test_quality_script_prints_sane_json() -> None:
         assert 0 < out[key]["min"] <= out[key]["mean"] <= 1.0 + 1e-9
     totals = out["placed_gpu_demand_total"]
     assert totals["optimum"] >= totals["ours"] and totals["optimum"] >= totals["first_fit"]
+
+
+def test_render_job_script_prints_every_runtime_and_shape() -> None:
+    out = _run_json("bench.render_job", "--repeat", "20")
+    assert set(out["build_job"]) == {
+        f"{r}/{s}" for r in ("vllm", "sglang") for s in ("one-gpu", "tp4", "tp8", "mig", "2-node")
+    }
+    for timing in out["build_job"].values():
+        assert 0 < timing["median_us"] <= timing["p99_us"]

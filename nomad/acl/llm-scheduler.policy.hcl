@@ -13,6 +13,15 @@ namespace "llm" {
   capabilities = ["submit-job", "read-job", "list-jobs", "parse-job"]
 }
 
+# Every other namespace: read only, for one `GET /v1/allocations?namespace=*&resources=true`
+# per pass. Capacity is each node's resources less its reserved resources and less every
+# allocation on it, whatever its namespace; Nomad silently leaves out the namespaces a token
+# cannot read, and their GPUs would look free (placements then refused, see operating.md).
+# The exact "llm" block above wins for its own namespace.
+namespace "*" {
+  capabilities = ["read-job"]
+}
+
 # Nodes and their fingerprinted devices, to know the GPUs. Read only: it never drains
 # or changes eligibility.
 node {

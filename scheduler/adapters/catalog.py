@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 from scheduler.adapters.kv_layout import KVLayout
 from scheduler.core.models import OWNER_PATTERN, Demand, Model, Quota, Settings
 from scheduler.core.validate import format_validation_error
+from scheduler.serving.catalog_model import CatalogModel
 
 GENERAL = "_errors"
 T = TypeVar("T", bound=BaseModel)
@@ -94,7 +95,8 @@ def _model(cat: Catalog, key: str, name: str, raw: Any, max_bytes: int) -> None:
         problem = f"{key}: Input should be a JSON object"
     model = None
     if problem is None:
-        model, lines = _validate(Model, key, value)
+        # CatalogModel: the core Model plus a required, checked `serve` (what to run).
+        model, lines = _validate(CatalogModel, key, value)
         for line in lines:
             cat.error(target, line)
     else:

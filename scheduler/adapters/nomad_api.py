@@ -11,7 +11,11 @@ import httpx
 
 
 class NomadError(Exception):
-    """Nomad could not be reached or answered with an error."""
+    """Nomad could not be reached or answered with an error (`status`: its HTTP status)."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class NomadAPI:
@@ -68,7 +72,10 @@ class NomadAPI:
         except httpx.HTTPError as exc:
             raise NomadError(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
         if resp.status_code >= 400:
-            raise NomadError(f"{method} {path}: {resp.status_code} {resp.text.strip()[:300]}")
+            raise NomadError(
+                f"{method} {path}: {resp.status_code} {resp.text.strip()[:300]}",
+                status=resp.status_code,
+            )
         return resp
 
     def read(

@@ -1,20 +1,34 @@
-"""The shape of the Nomad jobs the scheduler owns. Nothing else knows it.
+r"""The shape of the Nomad jobs the scheduler owns. Nothing else knows it.
 
-A start renders `jobspecs/<runtime>.nomad.hcl` through Nomad's /v1/jobs/parse, then this
-module gives it its placement: one task group per shard pinned to its node, a `device`
-block asking for exactly the planned instances, and the Meta that lets a restarted
-scheduler rebuild its replicas from Nomad alone. A job without MODEL_META is not ours.
+A start renders the runtime's template (scheduler/data/jobspecs/<runtime>.nomad.hcl) through
+Nomad's /v1/jobs/parse, then this module gives it its placement: one task group per shard
+pinned to its node, a `device` block asking for exactly the planned instances, the node's
+NodePool, the container's argv (scheduler/serving/argv.py), no deployments, a check grace
+that covers the model's load, and the Meta that lets a restarted scheduler rebuild its
+replicas from Nomad alone. A job without MODEL_META is not ours.
+
+Rules of the real server this module follows (hashicorp/nomad, nomad/structs):
+- Service.ValidateName (services.go): a service name matches
+  `^(?i:[a-z0-9]|[a-z0-9][a-z0-9\-]{0,61}[a-z0-9])$`: service_name() sanitises.
+- Job.Validate (structs.go): a job id has no space and no NUL: model names and replica ids
+  are of a narrower alphabet already.
+- UpdateStrategy.IsEmpty (structs.go) is `MaxParallel == 0`, and the reconciler creates no
+  deployment for an empty strategy (scheduler/reconciler/reconcile_cluster.go
+  createDeployment): no healthy_deadline/progress_deadline kills a replica still loading.
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from scheduler.core.models import Model, Node, Replica, Shard, StartAction, rfc3339
+from scheduler.serving.argv import Wiring, shard_command
 
 MODEL_META = "llm_scheduler_model"
 PROFILE_META = "llm_scheduler_profile"
@@ -30,24 +44,50 @@ class JobShapeError(ValueError):
     """A planned start that cannot be written as a Nomad job (e.g. unknown device ids)."""
 
 
+NS_PER_S = 1_000_000_000
+# Nomad Service.ValidateName (nomad/structs/services.go), lower case as our names are.
+SERVICE_NAME_RULE = re.compile(r"^(?:[a-z0-9]|[a-z0-9][a-z0-9-]{0,61}[a-z0-9])$")
+_HASHED = re.compile(r"-h[0-9a-f]{8}$")
+SERVICE_PREFIX = "llm-"
+# Static rendezvous ports of multi-node replicas, outside Nomad's default dynamic range
+# (20000-32000) so they never collide with a dynamic port.
+RDZV_PORT_BASE = 40000
+RDZV_PORT_SPAN = 10000
+
+
 def job_id(model: str, replica: str) -> str:
     return f"llm-{model}-{replica}"
 
 
 def service_name(model: str) -> str:
-    return f"llm-{model}"
+    """The Consul service of a model's replicas, legal by Nomad's rule and collision-free.
+
+    `llm-<model>` when that is legal as is; otherwise (dots, underscores, too long) the name
+    sanitised and cut, plus `-h` and 8 hex digits of the model name's SHA-256. A plain name
+    that happens to end like a hash suffix is hashed too, so the two forms never meet.
+    """
+    plain = SERVICE_PREFIX + model
+    if SERVICE_NAME_RULE.match(plain) and not _HASHED.search(plain):
+        return plain
+    digest = hashlib.sha256(model.encode()).hexdigest()[:8]
+    base = re.sub(r"[^a-z0-9-]+", "-", model.lower()).strip("-")
+    base = base[: 63 - len(SERVICE_PREFIX) - 10].rstrip("-")
+    return f"{SERVICE_PREFIX}{base}-h{digest}" if base else f"{SERVICE_PREFIX}h{digest}"
 
 
 def template_variables(model: Model, image: str) -> str:
-    """HCL variable assignments for /v1/jobs/parse (JSON strings are valid HCL strings)."""
-    args = " ".join(f"--{k} {v}" for k, v in sorted(model.params.items()))
-    values = {
-        "model": model.name,
-        "service_name": service_name(model.name),
-        "image": image,
-        "extra_args": args,
-    }
+    """HCL variable assignments for /v1/jobs/parse (JSON strings are valid HCL strings).
+
+    Only names the scheduler made (service name) and the image go through HCL; the catalog's
+    values reach the job as JSON argv items after parsing, never as HCL text.
+    """
+    values = {"service_name": service_name(model.name), "image": image}
     return "".join(f"{k} = {json.dumps(v)}\n" for k, v in values.items())
+
+
+def rendezvous_port(jid: str) -> int:
+    digest = int(hashlib.sha256(jid.encode()).hexdigest()[:8], 16)
+    return RDZV_PORT_BASE + digest % RDZV_PORT_SPAN
 
 
 def _device_names(nodes: dict[str, Node], shard: Shard) -> str:
@@ -69,6 +109,48 @@ def _device_names(nodes: dict[str, Node], shard: Shard) -> str:
     return f"nvidia/gpu/{wanted.pop()}"
 
 
+def _node_pool(nodes: dict[str, Node], shards: list[Shard]) -> str:
+    pools = {nodes[sh.node].pool for sh in shards if sh.node in nodes}
+    if len(pools) > 1:
+        raise JobShapeError(f"shards in several node pools {sorted(pools)}: one job has one pool")
+    return pools.pop() if pools else "default"
+
+
+def _services_off(group: dict[str, Any]) -> None:
+    group["Services"] = None
+    for task in group.get("Tasks") or []:
+        task["Services"] = None
+
+
+def _load_grace(group: dict[str, Any], grace_ns: int) -> None:
+    """check_restart never fires before the model has had load_grace_s to load."""
+    services = list(group.get("Services") or [])
+    for task in group.get("Tasks") or []:
+        services += task.get("Services") or []
+    for service in services:
+        for holder in [service, *(service.get("Checks") or [])]:
+            restart = holder.get("CheckRestart")
+            if restart:
+                holder["CheckRestart"] = {
+                    **restart,
+                    "Grace": max(grace_ns, restart.get("Grace") or 0),
+                }
+
+
+def _host_network(group: dict[str, Any], task: dict[str, Any], rdzv: int) -> None:
+    """Across nodes NCCL needs the host's network; the HTTP port is then the host port Nomad
+    gave (no `to`), and the head reserves the rendezvous port so Nomad refuses a conflict."""
+    task["Config"]["network_mode"] = "host"
+    networks = group.get("Networks") or [{"Mode": "", "DynamicPorts": None, "ReservedPorts": None}]
+    net = networks[0]
+    net["Mode"] = "host"
+    net["DynamicPorts"] = [{**p, "To": 0} for p in net.get("DynamicPorts") or []]
+    if rdzv:
+        reserved = [p for p in net.get("ReservedPorts") or [] if p.get("Label") != "rdzv"]
+        net["ReservedPorts"] = [*reserved, {"Label": "rdzv", "Value": rdzv, "To": 0}]
+    group["Networks"] = networks
+
+
 def build_job(
     template: dict[str, Any],
     model: Model,
@@ -77,7 +159,11 @@ def build_job(
     created_at: datetime,
     namespace: str | None = None,
 ) -> dict[str, Any]:
-    """The job to register for `action`, from the parsed template's first task group."""
+    """The job to register for `action`, from the parsed template's first task group.
+
+    JobShapeError for a placement that cannot be written; RenderError (a ValueError too)
+    when the model's serve spec cannot be rendered.
+    """
     profile = model.profile(action.profile)
     if profile is None:
         raise JobShapeError(f"model {model.name} has no profile {action.profile!r}")
@@ -89,6 +175,9 @@ def build_job(
     job.update(ID=jid, Name=jid)
     if namespace:
         job["Namespace"] = namespace
+    job["NodePool"] = _node_pool(nodes, action.shards)
+    if job.get("Update"):
+        job["Update"] = {**job["Update"], "MaxParallel": 0}
     job["Meta"] = {
         **(template.get("Meta") or {}),
         MODEL_META: model.name,
@@ -96,17 +185,46 @@ def build_job(
         REPLICA_META: action.replica,
         CREATED_META: rfc3339(created_at),
     }
+    nnodes = len(action.shards)
+    head = nodes.get(action.shards[0].node) if action.shards else None
+    if nnodes > 1 and (head is None or not head.address):
+        raise JobShapeError(
+            f"node {action.shards[0].node}: no address (unique.network.ip-address) to wire "
+            "the other shards to"
+        )
+    rdzv = rendezvous_port(jid) if nnodes > 1 else 0
     job["TaskGroups"] = []
     for i, shard in enumerate(action.shards):
         group = copy.deepcopy(groups[0])
         group["Name"] = f"shard-{i}"
         group["Count"] = 1
         group["Meta"] = {**(group.get("Meta") or {}), SHARD_META: str(i)}
+        group["Update"] = {**(group.get("Update") or {}), "MaxParallel": 0}
         group["Constraints"] = [
             *(group.get("Constraints") or []),
             {"LTarget": "${node.unique.id}", "RTarget": shard.node, "Operand": "="},
         ]
+        hold_on_drain(group)
+        wiring = Wiring(i, nnodes, head.address if head else "", rdzv)
+        cmd = shard_command(model, profile, wiring)
         task = group["Tasks"][0]
+        config = dict(task.get("Config") or {})
+        config.pop("entrypoint", None)  # vLLM: the image's `vllm serve`; SGLang: none
+        config.pop("command", None)
+        if cmd.command:
+            config["command"] = cmd.command
+        config["args"] = cmd.args
+        if "shm_size" not in config:
+            # PyTorch workers (tensor parallel) share memory: Docker's 64 MB /dev/shm is too
+            # small, so a template that sets neither gets the host's IPC namespace.
+            config.setdefault("ipc_mode", "host")
+        task["Config"] = config
+        task["Env"] = {**(task.get("Env") or {}), **cmd.env}
+        if nnodes > 1:
+            _host_network(group, task, rdzv if i == 0 else 0)
+        if not cmd.serves_http:
+            _services_off(group)  # headless ranks: no HTTP server, no check to pass
+        _load_grace(group, model.load_grace_s * NS_PER_S)
         res = task.setdefault("Resources", {}) or {}
         task["Resources"] = res
         res["CPU"] = max(int(profile.cpu_cores * MHZ_PER_CORE), 100)
@@ -128,6 +246,19 @@ def build_job(
     return job
 
 
+def hold_on_drain(group: dict[str, Any]) -> None:
+    """`migrate { max_parallel = 0 }`: a drain leaves the shard's allocation running until its
+    deadline (nomad/drainer/watch_jobs.go: numToDrain = healthy - (count - max_parallel)),
+    so the scheduler can start the replacement elsewhere first and stop this one after
+    (make-before-break). Nomad could not replace it anyway: the group is pinned to its node."""
+    group["Migrate"] = {
+        "MaxParallel": 0,
+        "HealthCheck": "checks",
+        "MinHealthyTime": 10 * 1_000_000_000,
+        "HealthyDeadline": 300 * 1_000_000_000,
+    }
+
+
 # ------------------------------------------------------------------ reading jobs back
 
 
@@ -141,6 +272,8 @@ class OwnedJob:
     preempted_for: str | None
     stopped: bool  # deregistered (Stop) or dead
     wish: list[Shard]  # the placement the job asked for
+    # Task groups with a service (and so a readiness check): a multi-node replica's head.
+    checked_groups: frozenset[str] = field(default_factory=frozenset)
 
 
 def _parse_time(value: str | None) -> datetime:
@@ -156,7 +289,10 @@ def owned_job(job: dict[str, Any]) -> OwnedJob | None:
     if not meta.get(MODEL_META) or not meta.get(REPLICA_META):
         return None
     wish: list[Shard] = []
+    checked: set[str] = set()
     for group in job.get("TaskGroups") or []:
+        if group.get("Services") or any(t.get("Services") for t in group.get("Tasks") or []):
+            checked.add(str(group.get("Name")))
         node = next(
             (
                 c.get("RTarget")
@@ -182,6 +318,15 @@ def owned_job(job: dict[str, Any]) -> OwnedJob | None:
         preempted_for=meta.get(PREEMPTED_META) or None,
         stopped=bool(job.get("Stop")) or job.get("Status") == "dead",
         wish=wish,
+        checked_groups=frozenset(checked),
+    )
+
+
+def alloc_terminal(alloc: dict[str, Any]) -> bool:
+    """Gone for good: stopped or evicted by the server, or finished on the client."""
+    return alloc.get("ClientStatus") in TERMINAL_CLIENT or alloc.get("DesiredStatus") in (
+        "stop",
+        "evict",
     )
 
 
@@ -205,6 +350,11 @@ def _ns_time(value: Any) -> datetime | None:
     return None
 
 
+def _checked(job: OwnedJob, alloc: dict[str, Any]) -> bool:
+    # A job without any service (an old or odd template) is judged on every allocation.
+    return not job.checked_groups or str(alloc.get("TaskGroup")) in job.checked_groups
+
+
 def replica_from(
     job: OwnedJob,
     allocs: list[dict[str, Any]],
@@ -215,7 +365,8 @@ def replica_from(
     """The replica a job stands for, or None when it is stopped and all its allocations are gone.
 
     starting: allocations pending, or running without a passing health check (or none yet);
-    running: every shard's allocation running and healthy; stopping: deregistered, still live.
+    running: every shard's allocation running, and healthy where its group has a check (a
+    multi-node replica's headless shards have none); stopping: deregistered, still live.
     """
     present = [a for a in allocs if a.get("ClientStatus") not in TERMINAL_CLIENT]
     live = [a for a in present if alloc_live(a)]
@@ -226,7 +377,8 @@ def replica_from(
     elif (
         live
         and len(live) >= max(len(job.wish), 1)
-        and all(a.get("ClientStatus") == "running" and a.get("ID") in healthy_allocs for a in live)
+        and all(a.get("ClientStatus") == "running" for a in live)
+        and all(a.get("ID") in healthy_allocs for a in live if _checked(job, a))
     ):
         state = "running"
     else:

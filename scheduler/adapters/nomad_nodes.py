@@ -7,6 +7,7 @@ their PCI bus id, and that parent gets the derived id `pci-<bus id>`.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from scheduler.core.models import GPU, MigSlice, Node
@@ -78,22 +79,83 @@ def cpu_cores(resources: dict[str, Any]) -> float:
     return round(float(shares) / 2500, 2)
 
 
+def draining(body: dict[str, Any]) -> bool:
+    """A drain runs while DrainStrategy is set; `Drain` is its older flag (both in 1.x)."""
+    return bool(body.get("Drain")) or body.get("DrainStrategy") is not None
+
+
 def node_from_nomad(body: dict[str, Any]) -> Node:
-    """One Node from GET /v1/node/:id; not ready, draining or ineligible means ineligible."""
+    """One Node from GET /v1/node/:id; not ready, draining or ineligible means ineligible.
+
+    cpu_cores and memory_gb are what the node offers less its ReservedResources (Nomad's
+    scheduler subtracts them too, nomad/structs/funcs.go AllocsFit)."""
     res = body.get("NodeResources") or {}
     memory_mb = (res.get("Memory") or {}).get("MemoryMB") or 0
+    reserved = body.get("ReservedResources") or {}
+    reserved_mb = _number((reserved.get("Memory") or {}).get("MemoryMB"))
+    reserved_shares = _number((reserved.get("Cpu") or {}).get("CpuShares"))
+    cores = cpu_cores(res)
     eligible = (
         body.get("SchedulingEligibility", "eligible") == "eligible"
         and body.get("Status", "ready") == "ready"
-        and not body.get("Drain", False)
+        and not draining(body)
     )
+    attributes = body.get("Attributes") or {}
     return Node(
         id=str(body["ID"]),
         name=str(body.get("Name") or body["ID"]),
+        # Where other shards of a multi-node replica reach this one (its head, at rank 0).
+        address=str(attributes.get("unique.network.ip-address") or ""),
         pool=str(body.get("NodePool") or "default"),
         datacenter=str(body.get("Datacenter") or "dc1"),
         eligible=eligible,
-        cpu_cores=cpu_cores(res),
-        memory_gb=round(float(memory_mb) / MIB_PER_GB, 2),
+        draining=draining(body),
+        cpu_cores=max(0.0, round(cores - reserved_shares / shares_per_core(res), 2)),
+        memory_gb=max(0.0, round((float(memory_mb) - reserved_mb) / MIB_PER_GB, 2)),
         gpus=gpus_from_devices(res.get("Devices")),
+    )
+
+
+def _number(value: Any) -> float:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+
+
+def shares_per_core(resources: dict[str, Any]) -> float:
+    """MHz of one core, to turn CPU shares into cores (2.5 GHz when the node does not say)."""
+    cpu = resources.get("Cpu") or {}
+    shares, cores = _number(cpu.get("CpuShares")), _number(cpu.get("TotalCpuCores"))
+    return shares / cores if shares > 0 and cores > 0 else 2500.0
+
+
+@dataclass
+class Usage:
+    """What allocations that are not the scheduler's replicas hold on one node."""
+
+    cpu_shares: float = 0.0
+    memory_mb: float = 0.0
+    devices: set[str] = field(default_factory=set)
+
+
+def alloc_usage(alloc: dict[str, Any], usage: Usage) -> None:
+    """Add one allocation's AllocatedResources (from a `?resources=true` listing) to `usage`."""
+    tasks = ((alloc.get("AllocatedResources") or {}).get("Tasks")) or {}
+    for task in tasks.values():
+        task = task or {}
+        usage.cpu_shares += _number((task.get("Cpu") or {}).get("CpuShares"))
+        usage.memory_mb += _number((task.get("Memory") or {}).get("MemoryMB"))
+        for dev in task.get("Devices") or []:
+            usage.devices.update(str(x) for x in dev.get("DeviceIDs") or [])
+
+
+def less_usage(node: Node, usage: Usage | None, mhz_per_core: float) -> Node:
+    """The node as the scheduler may use it: other allocations' CPU and memory left out,
+    their devices held."""
+    if usage is None:
+        return node
+    return node.model_copy(
+        update={
+            "cpu_cores": max(0.0, round(node.cpu_cores - usage.cpu_shares / mhz_per_core, 2)),
+            "memory_gb": max(0.0, round(node.memory_gb - usage.memory_mb / MIB_PER_GB, 2)),
+            "held": sorted(usage.devices),
+        }
     )

@@ -17,9 +17,24 @@ from scheduler.adapters.consul_kv import ConsulClient, ConsulError, kv_list, pas
 from scheduler.adapters.gpu_reports import apply_reports, records_from_kv
 from scheduler.adapters.kv_layout import KVLayout
 from scheduler.adapters.nomad_api import NomadAPI, NomadError
-from scheduler.adapters.nomad_jobs import OwnedJob, owned_job, replica_from, service_name
-from scheduler.adapters.nomad_nodes import node_from_nomad
-from scheduler.core.models import Demand, Hold, Model, Node, Quota, Settings, Snapshot
+from scheduler.adapters.nomad_faults import RefusalMemory, refusal, short_allocation
+from scheduler.adapters.nomad_jobs import (
+    OwnedJob,
+    alloc_devices,
+    alloc_live,
+    alloc_terminal,
+    owned_job,
+    replica_from,
+    service_name,
+)
+from scheduler.adapters.nomad_nodes import (
+    Usage,
+    alloc_usage,
+    less_usage,
+    node_from_nomad,
+    shares_per_core,
+)
+from scheduler.core.models import Demand, Hold, Model, Node, Quota, Settings, Shard, Snapshot
 from scheduler.demand import DemandError, DemandSource
 from scheduler.demand.kv import KVDemandSource
 
@@ -41,6 +56,8 @@ class ClusterView:
     preempted: dict[str, str] = field(default_factory=dict)  # replica -> model, from KV state
     kv_entries: list[dict[str, Any]] = field(default_factory=list)
     job_ids: set[str] = field(default_factory=set)  # every job id Nomad listed, ours or not
+    # Replicas Nomad failed (placement refused, devices short) -> why: stopped and reported.
+    faults: dict[str, str] = field(default_factory=dict)
 
     @property
     def input_errors(self) -> list[str]:
@@ -85,23 +102,27 @@ class SnapshotBuilder:
         self.demand_source: DemandSource = demand_source or KVDemandSource()
         self.max_value_bytes = max_value_bytes
         self._last = _LastGood()
-        self._node_cache: dict[str, tuple[int, Node]] = {}
+        self._node_cache: dict[str, tuple[int, Node, float]] = {}  # id -> (index, node, MHz)
+        self.refusals = RefusalMemory()
         self._job_cache: dict[str, tuple[int, OwnedJob | None]] = {}
         self._last_health: dict[str, set[str]] = {}
         self._listed: list[str] = []
 
     # ------------------------------------------------------------------ reads
 
-    def _nodes(self) -> list[Node]:
+    def _nodes(self, usage: dict[str, Usage]) -> list[Node]:
+        """Nodes less their reserved resources and what other allocations hold on them."""
         stubs = self.nomad.get("/v1/nodes")
         nodes = []
         for stub in stubs or []:
             nid, mod = str(stub["ID"]), int(stub.get("ModifyIndex") or 0)
             cached = self._node_cache.get(nid)
             if cached is None or cached[0] != mod or mod == 0:
-                cached = (mod, node_from_nomad(self.nomad.get(f"/v1/node/{nid}")))
+                body = self.nomad.get(f"/v1/node/{nid}")
+                mhz = shares_per_core(body.get("NodeResources") or {})
+                cached = (mod, node_from_nomad(body), mhz)
                 self._node_cache[nid] = cached
-            nodes.append(cached[1])
+            nodes.append(less_usage(cached[1], usage.get(nid), cached[2]))
         return sorted(nodes, key=lambda n: n.id)
 
     def _jobs(self) -> list[OwnedJob]:
@@ -119,11 +140,50 @@ class SnapshotBuilder:
                 out.append(cached[1])
         return out
 
-    def _allocs(self) -> dict[str, list[dict[str, Any]]]:
+    def _allocs(self, ours: set[str]) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Usage]]:
+        """One listing of every namespace's allocations (read-job wherever they may be):
+        our jobs' allocations by job id, and per node what the others hold."""
+        own_ns = self.nomad.namespace or "default"
+        params = {"resources": "true", "namespace": "*", "task_states": "false"}
         by_job: dict[str, list[dict[str, Any]]] = {}
-        for alloc in self.nomad.get("/v1/allocations", {"resources": "true"}) or []:
-            by_job.setdefault(str(alloc.get("JobID")), []).append(alloc)
-        return by_job
+        usage: dict[str, Usage] = {}
+        for alloc in self.nomad.get("/v1/allocations", params) or []:
+            jid = str(alloc.get("JobID"))
+            if alloc.get("Namespace", "default") == own_ns and jid in ours:
+                by_job.setdefault(jid, []).append(alloc)
+            elif not alloc_terminal(alloc):
+                alloc_usage(alloc, usage.setdefault(str(alloc.get("NodeID")), Usage()))
+        return by_job, usage
+
+    def _faults(
+        self, jobs: list[OwnedJob], allocs: dict[str, list[dict[str, Any]]], now: datetime
+    ) -> dict[str, str]:
+        """Replicas Nomad failed. Evaluations are read only for our jobs with no allocation
+        (placement pending or refused), so a steady cluster costs no extra reads."""
+        faults: dict[str, str] = {}
+        for job in jobs:
+            if job.stopped:
+                continue
+            present = [a for a in allocs.get(job.job_id, []) if not alloc_terminal(a)]
+            if present:
+                live = [a for a in present if alloc_live(a)]
+                short = short_allocation(job, live)
+                if short:
+                    faults[job.replica] = short
+                    # The instances it did not get are busy for Nomad: keep them out too.
+                    got = {d for a in live for d in alloc_devices(a)}
+                    missing = [
+                        Shard(node=s.node, gpus=[d for d in s.gpus if d not in got])
+                        for s in job.wish
+                    ]
+                    self.refusals.remember([s for s in missing if s.gpus], True, now)
+                continue
+            refused = refusal(self.nomad.get(f"/v1/job/{job.job_id}/evaluations"))
+            if refused is not None:
+                why, devices_only = refused
+                faults[job.replica] = f"placement refused by Nomad: {why}"
+                self.refusals.remember(job.wish, devices_only, now)
+        return faults
 
     # ------------------------------------------------------------------ merge
 
@@ -170,9 +230,10 @@ class SnapshotBuilder:
     def build(self, now: datetime) -> ClusterView:
         try:
             kv_index, entries = kv_list(self.consul, self.layout.prefix)
-            nodes = self._nodes()
             jobs = self._jobs()
-            allocs = self._allocs()
+            allocs, usage = self._allocs({j.job_id for j in jobs})
+            faults = self._faults(jobs, allocs, now)
+            nodes = self.refusals.apply(self._nodes(usage), now)
             cat = read_catalog(entries, self.layout, self.max_value_bytes)
             models, frozen, blocked = self._merge_catalog(cat)
             demand = self.demand_source.read([m.name for m in models], cat.demand, now)
@@ -217,4 +278,5 @@ class SnapshotBuilder:
             preempted=preempted,
             kv_entries=entries,
             job_ids=set(self._listed),
+            faults=faults,
         )

@@ -80,7 +80,7 @@ def _apply(kind: str, file: str, dry_run: bool, as_json: bool, prefix: str | Non
 def _list(kind: str, as_json: bool, prefix: str | None) -> None:
     from rich.table import Table
 
-    from scheduler.core.models import Model, Quota
+    from scheduler.core.models import Quota
     from scheduler.ops import catalog_io
     from scheduler.ops.cli_support import (
         call,
@@ -93,10 +93,13 @@ def _list(kind: str, as_json: bool, prefix: str | None) -> None:
         working,
     )
     from scheduler.ops.connect import consul_client, layout
+    from scheduler.serving.catalog_model import CatalogModel
 
     client = consul_client()
     kv = layout(prefix)
-    cls: Any = Model if kind == "models" else Quota
+    # Models as the service reads them (`serve` required, extra flags checked), so a model
+    # that the service would refuse is flagged here too.
+    cls: Any = CatalogModel if kind == "models" else Quota
     where = kv.models if kind == "models" else kv.quotas
     with working(f"reading {kind} from Consul"):
         items, errors = call("Consul", lambda: catalog_io.read_all(client, where, cls))

@@ -131,6 +131,8 @@ class _Pass:
                     self.holds[name] = h
         self.hold_until = self.now + timedelta(seconds=self.settings.preempt_hold_s)
         self.spoken_for: set[str] = set()  # replicas this pass already stops
+        self.retired: set[str] = set()  # timed out, or on a draining node: not live any more
+        self.timed_out: dict[str, int] = {}  # model -> replicas stopped past their load grace
         self.pool: VictimPool | None = None  # built on the first preemption attempt only
         self.claimants = {h.for_ for h in self.held.values()}
         self.keys: dict[str, tuple[int, bool, int, float, str]] = {}  # order keys, by model
@@ -145,6 +147,8 @@ class _Pass:
     # ------------------------------------------------------------ the pass
 
     def run(self) -> Plan:
+        counted = dict(self.live)  # the status reports replicas that count, retired or not
+        self.retire()
         self.scale_down()
         self.replace_stale()
         order = sorted(self.snapshot.models, key=self.order_key)
@@ -157,9 +161,10 @@ class _Pass:
                 self.turn(m, None)
         statuses: dict[str, ModelStatus] = {}
         for m in self.snapshot.models:
-            want, have = self.desired[m.name], self.live[m.name]
             pending, tried = self.outcome.get(m.name, (None, []))
-            statuses[m.name] = ModelStatus(desired=want, live=have, pending=pending, tried=tried)
+            statuses[m.name] = ModelStatus(
+                desired=self.desired[m.name], live=counted[m.name], pending=pending, tried=tried
+            )
         self.stops.sort(key=lambda a: a.replica)
         plan = Plan(
             actions=[*self.stops, *self.starts],
@@ -169,18 +174,68 @@ class _Pass:
         # Pending MIG demand a drained MIG GPU could serve if re-partitioned: advice only.
         return plan.model_copy(update={"advice": mig_advice(self.snapshot, plan)})
 
+    def retire(self) -> None:
+        """Replicas that go whatever the demand. One still starting past its model's
+        load_grace_s is stopped. One on a draining node no longer counts as live, so the model
+        grows a replacement elsewhere (where room allows) while it still serves; it is stopped
+        once it is not serving, or once enough replicas elsewhere run (make-before-break)."""
+        draining = {n.id for n in self.snapshot.nodes if n.draining}
+        for m in self.snapshot.models:
+            reps = self.inv.by_model.get(m.name, [])
+            if not draining and all(r.state != "starting" for r in reps):
+                continue  # the common case: nothing to look at
+            # A replica of a removed profile is not counted already; replace_stale sees to it.
+            counting = sorted(
+                (r for r in reps if r.counts and m.profile(r.profile) is not None),
+                key=lambda r: (r.created_at, r.id),
+            )
+            movers: list[Replica] = []
+            for r in counting:
+                age = int((self.now - r.created_at).total_seconds())
+                if r.state == "starting" and age > m.load_grace_s:
+                    # Still counted in this pass (its room is not free yet): replaced once it
+                    # is stopping, not alongside it.
+                    reason = (
+                        f"still starting after {age}s, past its load grace of {m.load_grace_s}s"
+                    )
+                    self.retire_one(r, m, reason)
+                    self.timed_out[m.name] = self.timed_out.get(m.name, 0) + 1
+                elif draining and any(sh.node in draining for sh in r.shards):
+                    movers.append(r)
+                    self.retired.add(r.id)
+                    self.live[m.name] -= 1
+            if not movers:
+                continue
+            serving = [r for r in movers if r.state == "running"]
+            running_elsewhere = sum(
+                1 for r in counting if r.state == "running" and r.id not in self.retired
+            )
+            spare = running_elsewhere + len(serving) - self.desired[m.name]
+            for r in movers:
+                if r.state != "running":
+                    self.retire_one(r, m, "its node is draining and it is not serving yet")
+                elif spare > 0:
+                    spare -= 1
+                    self.retire_one(r, m, "its node is draining; replaced elsewhere")
+
+    def retire_one(self, r: Replica, m: Model, reason: str) -> None:
+        self.stop(r.id)
+        self.retired.add(r.id)
+        self.stops.append(StopAction(replica=r.id, model=m.name, reason=reason))
+
     def scale_down(self) -> None:
         """First, for every model: scale-downs do not depend on placement, and preemption must
         not pick a replica that is stopped anyway (nor count it towards a minimum)."""
         for m in self.snapshot.models:
-            want, have = self.desired[m.name], self.live[m.name]
+            want = self.desired[m.name]
+            have = self.live[m.name] - self.timed_out.get(m.name, 0)
             if have <= want:
                 continue
             reps = sorted(
                 (
                     r
                     for r in self.inv.by_model.get(m.name, [])
-                    if r.counts and m.profile(r.profile) is not None
+                    if r.counts and r.id not in self.retired and m.profile(r.profile) is not None
                 ),
                 key=lambda r: (r.created_at, r.id),
                 reverse=True,

@@ -160,7 +160,7 @@ class Inventory:
             for gpu in node.gpus:
                 for s in gpu.mig or ():
                     slice_share[s.id] = mig_fraction(s.profile)
-        used: set[str] = set()
+        used: set[str] = {d for node in snap.nodes for d in node.held}
         node_cpu: dict[str, float] = {}
         node_mem: dict[str, float] = {}
         per_model: dict[str, dict[str, int]] = {}

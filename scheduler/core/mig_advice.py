@@ -50,6 +50,7 @@ def _pending_mig_models(snapshot: Snapshot, plan: Plan) -> list[_Pending]:
 
 def _used_devices(snapshot: Snapshot, plan: Plan) -> set[str]:
     used = {dev for r in snapshot.replicas for s in r.shards for dev in s.gpus}
+    used.update(dev for n in snapshot.nodes for dev in n.held)
     for action in plan.actions:
         if isinstance(action, StartAction):
             used.update(dev for s in action.shards for dev in s.gpus)

@@ -13,6 +13,8 @@ from typing import Annotated, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from scheduler.core.serve_spec import Serve
+
 ClassName = Literal["critical", "standard", "opportunistic"]
 CLASS_RANK: dict[str, int] = {"opportunistic": 0, "standard": 1, "critical": 2}
 
@@ -70,12 +72,22 @@ class GPU(Lenient):
 class Node(Lenient):
     id: str
     name: str
+    # The node's own IP (Nomad attribute unique.network.ip-address): where the other shards of
+    # a multi-node replica reach its head shard. Empty when unknown.
+    address: str = ""
     pool: str = "default"
     datacenter: str = "dc1"
     eligible: bool = True
     cpu_cores: NonNegFloat
     memory_gb: NonNegFloat
     gpus: list[GPU] = Field(default_factory=list)
+    # Device ids held by allocations that are not the scheduler's replicas (other jobs, other
+    # namespaces): taken, as a replica's are. Their CPU and memory, and the node's reserved
+    # resources, are already left out of cpu_cores and memory_gb by the adapter.
+    held: list[str] = Field(default_factory=list)
+    # Being drained: ineligible for anything new, and its replicas are moved elsewhere
+    # (make-before-break) where room allows.
+    draining: bool = False
 
     @model_validator(mode="after")
     def _unique_device_ids(self) -> Node:
@@ -130,18 +142,39 @@ class Profile(Strict):
         return self.mig_profile is not None
 
 
+# Fields Model had before `serve`, at their defaults: ignored so old snapshots still load.
+OLD_DEFAULTS: tuple[tuple[str, object], ...] = (("params", {}), ("runtime", "vllm"))
+
+
 class Model(Strict):
     name: Annotated[str, Field(pattern=NAME_PATTERN)]
     owner: Annotated[str, Field(pattern=OWNER_PATTERN)]
     class_: ClassName = Field("standard", alias="class")
     scaling: Scaling = Field(default_factory=Scaling)
     profiles: Annotated[list[Profile], Field(min_length=1)]
-    # Which job template renders its replicas (jobspecs/<runtime>.nomad.hcl) and the values it gets.
-    runtime: Annotated[str, Field(pattern=r"^[a-z0-9_-]+$")] = "vllm"
-    params: dict[str, str] = Field(default_factory=dict)
+    # What a replica serves and how (runtime, image, typed options). The decision core never
+    # reads it; the catalog requires it (scheduler/serving/catalog_model.py).
+    serve: Serve | None = None
     # How long a replica may take from registration to passing its readiness check (weights
     # download, load, compile). Sizes the job's health-check grace and the starting time-out.
     load_grace_s: Annotated[int, Field(ge=30, le=86400)] = 1800
+
+    @model_validator(mode="before")
+    @classmethod
+    def _replaced_fields(cls, data: object) -> object:
+        # `params` went verbatim into a shell command line; say what replaced it. Snapshots
+        # written before carry the old defaults (params {}, runtime "vllm"): those still load.
+        if isinstance(data, dict):
+            if data.get("params") == {} or data.get("runtime") == "vllm":
+                data = {k: v for k, v in data.items() if (k, v) not in OLD_DEFAULTS}
+            if "params" in data:
+                raise ValueError(
+                    "params: no longer accepted; use serve: {source, revision, runtime, image, "
+                    "options, extra_args, env} (docs/operating.md, section 4)"
+                )
+            if "runtime" in data:
+                raise ValueError("runtime: moved to serve.runtime")
+        return data
 
     @field_validator("profiles")
     @classmethod

@@ -7,16 +7,41 @@ slices) so that the peak of the demand trace asks for more than there is.
 from __future__ import annotations
 
 from scheduler.core.models import Amount, Model, Quota, Settings
+from scheduler.serving.catalog_model import CatalogModel
 
 TEAM_A = "acme/research"
 TEAM_B = "acme/product"
 
 
+# What each demo model serves (the stand-ins only pretend to run it).
+SOURCES = {
+    "llama-3-70b": "meta-llama/Meta-Llama-3-70B-Instruct",
+    "qwen-2.5-32b": "Qwen/Qwen2.5-32B-Instruct",
+    "mixtral-8x7b": "mistralai/Mixtral-8x7B-Instruct-v0.1",
+    "llama-3-8b": "meta-llama/Meta-Llama-3-8B-Instruct",
+    "deepseek-coder-33b": "deepseek-ai/deepseek-coder-33b-instruct",
+    "gemma-2-27b": "google/gemma-2-27b-it",
+    "llama-3-405b-eval": "meta-llama/Llama-3.1-405B-Instruct",
+    "finetune-eval-70b": "/models/finetune-eval-70b",
+    "phi-3-mini": "microsoft/Phi-3-mini-4k-instruct",
+    "bge-embed": "BAAI/bge-large-en-v1.5",
+}
+SGLANG = {"qwen-2.5-32b", "deepseek-coder-33b"}
+
+
 def _m(
     name: str, owner: str, cls: str, scaling: dict[str, object], *profiles: dict[str, object]
 ) -> Model:
-    return Model.model_validate(
-        {"name": name, "owner": owner, "class": cls, "scaling": scaling, "profiles": list(profiles)}
+    serve = {"source": SOURCES[name], "runtime": "sglang" if name in SGLANG else "vllm"}
+    return CatalogModel.model_validate(
+        {
+            "name": name,
+            "owner": owner,
+            "class": cls,
+            "scaling": scaling,
+            "profiles": list(profiles),
+            "serve": serve,
+        }
     )
 
 

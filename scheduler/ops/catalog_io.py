@@ -15,6 +15,7 @@ from pydantic import BaseModel, ValidationError
 
 from scheduler.adapters.kv_layout import KVLayout
 from scheduler.core.models import Model, Quota
+from scheduler.serving.catalog_model import CatalogModel
 
 Kind = Literal["models", "quotas"]
 
@@ -79,7 +80,8 @@ def _items(docs: Iterable[Any], kind: Kind) -> list[tuple[str, Any]]:
 
 def parse(docs: list[Any], kind: Kind) -> list[Model] | list[Quota]:
     """Validate every item; raise CatalogError listing all problems, or return the items."""
-    cls: type[Model] | type[Quota] = Model if kind == "models" else Quota
+    # Models as the catalog holds them: `serve` required, extra flags checked (CatalogModel).
+    cls: type[Model] | type[Quota] = CatalogModel if kind == "models" else Quota
     errors: list[str] = []
     parsed: list[Any] = []
     items = _items(docs, kind)

@@ -11,13 +11,18 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from scheduler.core.models import Demand, Model, Quota, Settings
+from scheduler.core.models import Demand, Quota, Settings
+from scheduler.serving.catalog_model import CatalogModel
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 # file name -> (model, title, what the file describes)
 SCHEMAS: dict[str, tuple[type[BaseModel], str, str]] = {
-    "model.schema.json": (Model, "llm-scheduler model", "Consul KV llm-scheduler/models/<name>"),
+    "model.schema.json": (
+        CatalogModel,
+        "llm-scheduler model",
+        "Consul KV llm-scheduler/models/<name>",
+    ),
     "quota.schema.json": (
         Quota,
         "llm-scheduler quota",

@@ -7,9 +7,11 @@ never registers a replica twice.
 
 from __future__ import annotations
 
+import hashlib
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import structlog
@@ -25,12 +27,34 @@ from scheduler.adapters.nomad_jobs import (
 )
 from scheduler.adapters.snapshot_builder import ClusterView
 from scheduler.core.models import Model, Plan, StartAction, StopAction
-from scheduler.plugins import template_path
+from scheduler.plugins import TemplateError, template_text
+from scheduler.serving.argv import RenderError
 
 log = structlog.get_logger("llm-scheduler.act")
 tracer = trace.get_tracer("llm-scheduler")
 
+FAILED_MARK = "replica"  # errors that report a failed replica, not a failed call
 ActionHook = Callable[[StartAction | StopAction, bool, str | None], None]
+# A model whose template or serve spec is broken is retried after this, doubling up to the max.
+TEMPLATE_BACKOFF_MIN_S = 30.0
+TEMPLATE_BACKOFF_MAX_S = 900.0
+
+
+class ModelUnservable(Exception):
+    """The model's job cannot be made (missing or broken template, unrenderable serve spec):
+    permanent until the catalog or the template changes, so it is retried only with backoff."""
+
+
+@dataclass
+class _Broken:
+    error: str
+    delay_s: float
+    retry_at: float
+    fingerprint: str  # the model as it was: an edited model is tried again at once
+
+
+def _fingerprint(model: Model) -> str:
+    return hashlib.sha256(model.model_dump_json().encode()).hexdigest()
 
 
 class Actuator:
@@ -41,31 +65,75 @@ class Actuator:
         namespace: str | None,
         images: dict[str, str],
         jobspec_dir: str | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.nomad = nomad
         self.namespace = namespace
         self.images = images
         self.jobspec_dir = jobspec_dir
+        self.clock = clock
         self._templates: dict[str, dict[str, Any]] = {}
+        self._broken: dict[str, _Broken] = {}  # model -> why its jobs cannot be made
         self.preempted: dict[str, str] = {}  # replica -> the model it was stopped for
         self.errors: dict[str, str] = {}  # model -> its last action error
 
     def _template(self, model: Model) -> dict[str, Any]:
-        image = self.images.get(model.runtime, "")
+        """The parsed template for the model's runtime and image; ModelUnservable when there
+        is none, it does not parse, or the model says nothing about what to serve."""
+        if model.serve is None:
+            raise ModelUnservable("serve: missing; the model says nothing about what to serve")
+        runtime = model.serve.runtime
+        image = model.serve.image or self.images.get(runtime, "")
+        try:
+            origin, text = template_text(runtime, self.jobspec_dir)
+        except TemplateError as exc:
+            raise ModelUnservable(str(exc)) from exc
         variables = template_variables(model, image)
-        cached = self._templates.get(variables + model.runtime)
+        key = hashlib.sha256(f"{origin}\0{text}\0{variables}".encode()).hexdigest()
+        cached = self._templates.get(key)
         if cached is None:
-            path = template_path(model.runtime, self.jobspec_dir)
-            if path is None:
-                raise JobShapeError(f"no jobspec template for runtime {model.runtime!r}")
-            cached = self.nomad.parse(Path(path).read_text(), variables)
-            self._templates[variables + model.runtime] = cached
+            try:
+                cached = self.nomad.parse(text, variables)
+            except NomadError as exc:
+                if exc.status is not None and 400 <= exc.status < 500:
+                    raise ModelUnservable(f"template {origin}: {exc}") from exc
+                raise  # Nomad unreachable or failing: not the template's fault
+            self._templates[key] = cached
         return cached
+
+    def _unservable(self, model: Model, error: str) -> None:
+        """Record once, log once, and back off: no new job attempt until retry_at."""
+        fingerprint = _fingerprint(model)
+        known = self._broken.get(model.name)
+        if known is not None and known.fingerprint != fingerprint:
+            known = None  # the model was edited since: a fresh start
+        delay = (
+            TEMPLATE_BACKOFF_MIN_S
+            if known is None
+            else min(known.delay_s * 2, TEMPLATE_BACKOFF_MAX_S)
+        )
+        if known is None or known.error != error:
+            log.error("model_unservable", model=model.name, error=error, retry_in_s=delay)
+        self._broken[model.name] = _Broken(error, delay, self.clock() + delay, fingerprint)
+        self.errors[model.name] = error
+
+    def _backing_off(self, model: Model) -> bool:
+        known = self._broken.get(model.name)
+        return (
+            known is not None
+            and known.fingerprint == _fingerprint(model)
+            and self.clock() < known.retry_at
+        )
 
     def act(self, view: ClusterView, plan: Plan, hook: ActionHook) -> None:
         models = {m.name: m for m in view.snapshot.models}
+        for gone in set(self._broken) - set(models):
+            del self._broken[gone]  # deleted from the catalog: forget its backoff
         owners = {m.name: m.owner for m in view.snapshot.models}
+        failed = self._fail(view, hook)
         for action in plan.actions:
+            if isinstance(action, StopAction) and action.replica in failed:
+                continue
             if isinstance(action, StopAction):
                 if action.model in view.frozen_models:
                     log.warning(
@@ -96,6 +164,20 @@ class Actuator:
                 log.info("purged", job=jid, reason="stopped and no allocation left")
             except NomadError as exc:
                 log.warning("purge_failed", job=jid, error=str(exc))
+
+    def _fail(self, view: ClusterView, hook: ActionHook) -> set[str]:
+        """Stop the replicas Nomad failed (placement refused, devices short) and say why in
+        the model's status; the refused spot is kept out of placements by the builder."""
+        done: set[str] = set()
+        for replica, why in sorted(view.faults.items()):
+            job = view.jobs.get(replica)
+            if job is None or job.stopped or job.model in view.frozen_models:
+                continue
+            log.error("replica_failed", job=job.job_id, model=job.model, reason=why)
+            self._stop(view, StopAction(replica=replica, model=job.model, reason=why), hook)
+            self.errors[job.model] = f"{FAILED_MARK} {replica} failed: {why}"
+            done.add(replica)
+        return done
 
     def _stop(self, view: ClusterView, action: StopAction, hook: ActionHook) -> None:
         job = view.jobs.get(action.replica)
@@ -134,6 +216,8 @@ class Actuator:
         jid = job_id(action.model, action.replica)
         if model is None:
             return
+        if self._backing_off(model):
+            return  # its error stands in its status; retried when the backoff ends
         if action.replica in view.jobs:
             log.info("start_skipped", job=jid, reason="replica already has a job")
             return
@@ -165,12 +249,18 @@ class Actuator:
                 )
                 with tracer.start_as_current_span("nomad.register", attributes={"job": jid}):
                     self.nomad.register(job)
+            except (ModelUnservable, RenderError) as exc:
+                self._unservable(model, str(exc))
+                hook(action, False, str(exc))
+                return
             except (NomadError, JobShapeError) as exc:
                 self.errors[action.model] = f"start {action.replica}: {exc}"
                 log.error("start_failed", job=jid, model=action.model, error=str(exc))
                 hook(action, False, str(exc))
                 return
-        self.errors.pop(action.model, None)
+        if not self.errors.get(action.model, "").startswith(FAILED_MARK):
+            self.errors.pop(action.model, None)  # a failed replica stays reported
+        self._broken.pop(action.model, None)
         log.info(
             "started",
             job=jid,

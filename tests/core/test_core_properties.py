@@ -486,6 +486,11 @@ def stops_of(plan: Plan) -> list[StopAction]:
     return [a for a in plan.actions if isinstance(a, StopAction)]
 
 
+def retired(a: StopAction) -> bool:
+    """Stopped whatever the demand: stuck starting past its load grace (issue 13)."""
+    return "past its load grace" in a.reason
+
+
 def device_gpus(idx: Index, dev: str) -> float:
     """What a held device counts against quotas: a whole GPU, or its slice's fraction."""
     if dev in idx.slices:
@@ -748,7 +753,7 @@ def check_statuses(snap: Snapshot, plan: Plan) -> None:
         starts[a.model] = starts.get(a.model, 0) + 1
     scale_downs: dict[str, int] = {}
     for stop in stops_of(plan):
-        if stop.preempted_for is None:
+        if stop.preempted_for is None and not retired(stop):
             scale_downs[stop.model] = scale_downs.get(stop.model, 0) + 1
     live_holds = {
         name
@@ -774,7 +779,8 @@ def check_statuses(snap: Snapshot, plan: Plan) -> None:
         assert status.live == len(idx.live(name))
         got = starts.get(name, 0)
         assert got <= max(status.desired - status.live, 0), f"{name}: started past desired"
-        assert scale_downs.get(name, 0) == max(status.live - status.desired, 0)
+        timed_out = sum(1 for a in stops_of(plan) if a.model == name and retired(a))
+        assert scale_downs.get(name, 0) == max(status.live - timed_out - status.desired, 0)
         if status.live + got >= status.desired:
             assert status.pending is None, f"{name}: pending though it has what it wants"
         else:
@@ -797,8 +803,13 @@ def check_scale_down(snap: Snapshot, plan: Plan) -> None:
         if a.reason.startswith("scale down"):
             assert a.preempted_for is None
             by_model.setdefault(a.model, set()).add(a.replica)
+    gone = {a.replica for a in stops_of(plan) if retired(a)}
     for name, ids in by_model.items():
-        live = sorted(idx.live(name), key=lambda r: (r.created_at, r.id), reverse=True)
+        live = sorted(
+            (r for r in idx.live(name) if r.id not in gone),
+            key=lambda r: (r.created_at, r.id),
+            reverse=True,
+        )
         assert ids == {r.id for r in live[: len(ids)]}, f"{name}: scale-down not newest first"
         left = len(live) - len(ids)
         assert left == plan.models[name].desired
@@ -809,7 +820,7 @@ def check_scale_down(snap: Snapshot, plan: Plan) -> None:
 def check_no_flip_flop(plan: Plan) -> None:
     """A plan never both starts and stops replicas of one model (that is pure churn)."""
     started = {a.model for a in starts_of(plan)}
-    stopped = {a.model for a in stops_of(plan)}
+    stopped = {a.model for a in stops_of(plan) if not retired(a)}
     assert not started & stopped, f"started and stopped in one plan: {sorted(started & stopped)}"
 
 

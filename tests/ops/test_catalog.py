@@ -17,9 +17,11 @@ GOOD = """
   owner: org/team-a
   class: opportunistic
   profiles: [{name: mig, mig_profile: 1g.10gb}]
+  serve: {source: org/tiny-1b}
 - name: mid-13b
   owner: org/team-b
   profiles: [{name: one, gpus: 1, gpu_memory_gb: 40}]
+  serve: {source: org/mid-13b, runtime: sglang}
 """
 
 
@@ -32,7 +34,7 @@ def test_every_bad_item_is_named_and_nothing_is_written(consul_kv: object, tmp_p
     bad = tmp_path / "bad.yaml"
     bad.write_text(
         "models:\n"
-        "  - {name: ok-model, owner: org/a, profiles: [{name: p}]}\n"
+        "  - {name: ok-model, owner: org/a, profiles: [{name: p}], serve: {source: o/m}}\n"
         "  - {name: Bad_Name, owner: org/a, profiles: [{name: p}]}\n"
         "  - {name: typo, owner: org/a, clas: critical, profiles: [{name: p}]}\n"
     )
@@ -79,7 +81,10 @@ def test_apply_creates_then_reports_unchanged_then_diffs_an_update(
 def test_cas_refuses_a_key_changed_since_it_was_read(consul_kv: object) -> None:
     kv = catalog_io.KVLayout("cas-test/")
     items = catalog_io.parse(
-        catalog_io.load_documents("x", text="{name: m1, owner: o, profiles: [{name: p}]}"), "models"
+        catalog_io.load_documents(
+            "x", text="{name: m1, owner: o, profiles: [{name: p}], serve: {source: o/m1}}"
+        ),
+        "models",
     )
     changes = catalog_io.plan_changes(consul_kv, kv, items)
     consul_kv.kv.put("cas-test/models/m1", "{}")  # someone else writes in between

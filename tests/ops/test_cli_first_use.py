@@ -33,7 +33,9 @@ def _invoke(*args: str) -> Any:
 
 def test_a_validation_message_keeps_its_regex(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
-    bad.write_text("name: Bad_Name\nowner: org/a\nprofiles: [{name: p, gpus: 1}]\n")
+    bad.write_text(
+        "name: Bad_Name\nowner: org/a\nserve: {source: org/x}\nprofiles: [{name: p, gpus: 1}]\n"
+    )
     result = _invoke("models", "apply", "-f", str(bad))
     assert result.exit_code == 1
     # The whole pattern, brackets included, exactly as pydantic wrote it.
@@ -76,7 +78,9 @@ def test_json_errors_are_a_json_object_on_stdout(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     bad = tmp_path / "bad.yaml"
-    bad.write_text("name: Bad_Name\nowner: org/a\nprofiles: [{name: p, gpus: 1}]\n")
+    bad.write_text(
+        "name: Bad_Name\nowner: org/a\nserve: {source: org/x}\nprofiles: [{name: p, gpus: 1}]\n"
+    )
     result = _invoke("models", "apply", "-f", str(bad), "--json")
     assert result.exit_code == 1
     error = json.loads(result.stdout)
@@ -107,7 +111,12 @@ def acl_consul(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     )
     tokens = {"admin": admin, "reader": reader, "partial": partial}
     standin = ConsulStandin(acl=ConsulACL(tokens=tokens))
-    model = {"name": "m", "owner": "o", "profiles": [{"name": "p", "gpus": 1}]}
+    model = {
+        "name": "m",
+        "owner": "o",
+        "serve": {"source": "org/m"},
+        "profiles": [{"name": "p", "gpus": 1}],
+    }
     standin.kv_put("llm-scheduler/models/m", json.dumps(model))
     standin.kv_put("llm-scheduler/models/secret", json.dumps({**model, "name": "secret"}))
     standin.kv_put("llm-scheduler/quotas/o", json.dumps({"guarantee": {"gpus": 1}}))
@@ -156,7 +165,7 @@ def test_why_before_the_first_pass_says_what_the_next_pass_would_do(
     prefix = "why-first-test/"
     monkeypatch.setenv("LLM_SCHEDULER_KV_PREFIX", prefix)
     model = {"name": "chat", "owner": "org/a", "scaling": {"min": 1, "max": 1},
-             "profiles": [{"name": "one", "gpus": 1}]}  # fmt: skip
+             "serve": {"source": "org/chat"}, "profiles": [{"name": "one", "gpus": 1}]}  # fmt: skip
     consul_kv.kv.put(prefix + "models/chat", json.dumps(model))  # type: ignore[attr-defined]
     result = _invoke("why", "chat")
     assert result.exit_code == 0, result.output
@@ -200,7 +209,7 @@ def test_run_once_takes_the_lock_and_does_one_pass(cluster: object) -> None:
            "LLM_SCHEDULER_KV_PREFIX": prefix}  # fmt: skip
     kv = consul_client(cluster.consul_url).kv  # type: ignore[attr-defined]
     model = {"name": "once", "owner": "org/a", "scaling": {"min": 1, "max": 1},
-             "profiles": [{"name": "one", "gpus": 1}]}  # fmt: skip
+             "serve": {"source": "org/once"}, "profiles": [{"name": "one", "gpus": 1}]}  # fmt: skip
     kv.put(prefix + "models/once", json.dumps(model))
 
     done = _cli("run", "--once", env=env)

@@ -74,12 +74,14 @@ def test_operator_and_gateway_policies() -> None:
 
 
 def test_nomad_policy_is_its_namespace_and_node_read_only() -> None:
+    """Jobs in its own namespace; read-job elsewhere only, to count other allocations."""
     policy = _hcl("nomad/acl/llm-scheduler.policy.hcl")
     assert set(policy) - {"__comments__"} == {"namespace", "node"}
     namespaces = {
         name.strip('"'): body for block in policy["namespace"] for name, body in block.items()
     }
-    assert list(namespaces) == ["llm"]
+    assert list(namespaces) == ["llm", "*"]
+    assert namespaces["*"]["capabilities"] == ["read-job"]
     caps = set(namespaces["llm"]["capabilities"])
     assert {"submit-job", "read-job", "list-jobs"} <= caps
     assert caps <= {"submit-job", "read-job", "list-jobs", "parse-job"}
@@ -107,8 +109,17 @@ def test_scheduler_jobspec_parses_through_nomad(cluster: object) -> None:
     group = job["TaskGroups"][0]
     assert group["Count"] == 2
     task = group["Tasks"][0]
-    assert task["Env"]["LLM_SCHEDULER_LISTEN_ADDR"] == "0.0.0.0:9464"
+    # In its container, 127.0.0.1 must be the node's Consul and Nomad agents: host network.
+    assert task["Config"]["network_mode"] == "host"
+    assert group["Networks"][0]["Mode"] == "host"
+    assert task["Env"]["CONSUL_HTTP_ADDR"] == "http://127.0.0.1:8500"
+    assert task["Env"]["LLM_SCHEDULER_LISTEN_ADDR"] == "0.0.0.0:${NOMAD_PORT_ops}"
+    assert group["Networks"][0]["DynamicPorts"][0]["Label"] == "ops"
     assert group["Services"][0]["Checks"][0]["Path"] == "/healthz"
+    # Starts without the tokens variable (no ACLs): nomadVar is guarded by nomadVarExists.
+    tmpl = task["Templates"][0]["EmbeddedTmpl"]
+    assert 'nomadVarExists "nomad/jobs/llm-scheduler"' in tmpl
+    assert tmpl.index("nomadVarExists") < tmpl.index("nomadVar ")
 
 
 def test_reporter_policy_lets_the_reporter_publish_and_nothing_more() -> None:

@@ -20,7 +20,8 @@ def test_model_schema_uses_the_operator_spelling_and_forbids_typos() -> None:
     schema = json.loads(schemas.generate()["model.schema.json"])
     assert "class" in schema["properties"] and "class_" not in schema["properties"]
     assert schema["additionalProperties"] is False
-    assert set(schema["required"]) == {"name", "owner", "profiles"}
+    # serve is required of what operators write (the core alone accepts models without it).
+    assert set(schema["required"]) == {"name", "owner", "profiles", "serve"}
     assert schema["properties"]["name"]["pattern"] == Model.model_fields["name"].metadata[0].pattern
 
 

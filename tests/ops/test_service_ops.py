@@ -60,7 +60,8 @@ def running(
             minimum = 1 if name == "batch" else 0
             model = {"name": name, "owner": "org/a", "class": cls,
                      "scaling": {"min": minimum, "max": 1, "target_per_replica": 8},
-                     "profiles": [{"name": "tp4", "gpus": 4}]}  # fmt: skip
+                     "profiles": [{"name": "tp4", "gpus": 4}],
+                     "serve": {"source": f"org/{name}"}}  # fmt: skip
             kv.put(PREFIX + "models/" + name, json.dumps(model))
         dash, metrics = DashboardObserver(), MetricsObserver()
         config = ServiceConfig(

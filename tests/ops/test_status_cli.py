@@ -82,9 +82,9 @@ def test_why_and_dry_run_decide_on_the_live_cluster(
     monkeypatch.setenv("LLM_SCHEDULER_KV_PREFIX", live)
     put = consul_kv.kv.put  # type: ignore[attr-defined]
     huge = {"name": "huge", "owner": "org/a", "class": "critical", "scaling": {"min": 1, "max": 1},
-            "profiles": [{"name": "tp16", "gpus": 16}]}  # fmt: skip
+            "profiles": [{"name": "tp16", "gpus": 16}], "serve": {"source": "o/h"}}  # fmt: skip
     small = {"name": "small", "owner": "org/a", "scaling": {"min": 1, "max": 1},
-             "profiles": [{"name": "one", "gpus": 1}]}  # fmt: skip
+             "profiles": [{"name": "one", "gpus": 1}], "serve": {"source": "o/s"}}  # fmt: skip
     put(live + "models/huge", json.dumps(huge))
     put(live + "models/small", json.dumps(small))
 

@@ -57,3 +57,7 @@ def test_nomad_parses_the_jobspec_with_variables() -> None:
     assert task["Config"]["args"][:3] == ["reporter", "--node-id", "${node.unique.id}"]
     assert task["Config"]["args"][-2:] == ["--ttl", "20"]
     assert task["Env"]["CONSUL_HTTP_ADDR"] == "http://10.0.0.1:8500"
+    # nomadVar blocks the task until its variable exists (Nomad docs, template.mdx): the
+    # reporter must start without the token variable, so it asks nomadVarExists first.
+    tmpl = task["Templates"][0]["EmbeddedTmpl"]
+    assert tmpl.index('nomadVarExists "nomad/jobs/llm-gpu-reporter"') < tmpl.index("nomadVar ")

@@ -78,12 +78,16 @@ def put(dc: DevCluster, key: str, value: Any) -> None:
     dc.consul.kv_put(key, value if isinstance(value, str | bytes) else json.dumps(value))
 
 
+SERVE = {"source": "org/some-model", "runtime": "vllm"}
+
+
 def model_value(profiles: list[dict[str, Any]], **fields: Any) -> dict[str, Any]:
     return {
         "owner": "org/a",
         "class": "standard",
         "scaling": {"min": 0, "max": 2, "target_per_replica": 10},
         "profiles": profiles,
+        "serve": SERVE,
         **fields,
     }
 

@@ -99,6 +99,7 @@ def _model() -> Model:
             "name": "llama",
             "owner": "org/a",
             "profiles": [{"name": "tp2", "gpus": 2, "shards": 2, "cpu_cores": 4}],
+            "serve": {"source": "meta-llama/Llama-3.1-8B"},
         }
     )
 
@@ -114,7 +115,14 @@ def _nodes() -> dict[str, Node]:
         mig=[MigSlice(id="MIG-1", profile="3g.40gb", memory_gb=40)],
     )
     return {
-        "n1": Node(id="n1", name="a", cpu_cores=8, memory_gb=64, gpus=[gpu("G1"), gpu("G2")]),
+        "n1": Node(
+            id="n1",
+            name="a",
+            address="10.0.0.1",
+            cpu_cores=8,
+            memory_gb=64,
+            gpus=[gpu("G1"), gpu("G2")],
+        ),
         "n2": Node(id="n2", name="b", cpu_cores=8, memory_gb=64, gpus=[gpu("G3"), gpu("G4"), mig]),
     }
 
@@ -152,7 +160,12 @@ def test_job_shape_one_group_per_shard_pinned_with_device_ids() -> None:
 
 def test_mig_start_names_the_mig_device_group() -> None:
     model = Model.model_validate(
-        {"name": "m", "owner": "o", "profiles": [{"name": "mig", "mig_profile": "3g.40gb"}]}
+        {
+            "name": "m",
+            "owner": "o",
+            "profiles": [{"name": "mig", "mig_profile": "3g.40gb"}],
+            "serve": {"source": "org/m"},
+        }
     )
     action = StartAction(
         model="m",
@@ -208,7 +221,7 @@ def _kv(key: str, value: object) -> dict:
 
 
 def test_catalog_reports_each_bad_value_and_keeps_the_rest() -> None:
-    good = {"owner": "org/a", "profiles": [{"name": "p"}]}
+    good = {"owner": "org/a", "profiles": [{"name": "p"}], "serve": {"source": "org/good"}}
     entries = [
         _kv("models/good", good),
         _kv("models/llama", {**good, "scaling": {"min": -1}}),

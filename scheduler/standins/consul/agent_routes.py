@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import platform
+import sys
+import threading
+
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -30,6 +35,49 @@ class AgentRoutes:
     async def peers(self, request: Request) -> Response:
         return json_response([LEADER_ADDRESS], request)
 
+    def _stats(self) -> dict[str, dict[str, str]]:
+        store = self.ctx.store
+        with store.lock:
+            services = len(store.services)
+            last_index = store.index
+        return {
+            "agent": {
+                "check_monitors": "0",
+                "check_ttls": "0",
+                "checks": str(services),
+                "services": str(services),
+            },
+            "build": {
+                "prerelease": "",
+                "revision": "standin",
+                "version": VERSION,
+                "version_metadata": "",
+            },
+            "consul": {
+                "acl": "enabled" if self.ctx.acl is not None else "disabled",
+                "bootstrap": "true",
+                "known_datacenters": "1",
+                "leader": "true",
+                "leader_addr": LEADER_ADDRESS,
+                "server": "true",
+            },
+            "raft": {
+                "applied_index": str(last_index),
+                "commit_index": str(last_index),
+                "last_log_index": str(last_index),
+                "num_peers": "0",
+                "state": "Leader",
+            },
+            "runtime": {
+                "arch": platform.machine() or "amd64",
+                "cpu_count": str(os.cpu_count() or 1),
+                "goroutines": str(threading.active_count()),
+                "max_procs": str(os.cpu_count() or 1),
+                "os": sys.platform,
+                "version": "go1.23.6",
+            },
+        }
+
     async def agent_self(self, request: Request) -> Response:
         node = self.ctx.store.agent_node
         body = {
@@ -52,7 +100,8 @@ class AgentRoutes:
                 "Tags": {"role": "consul", "dc": DATACENTER, "build": VERSION},
                 "Status": 1,
             },
-            "Stats": {},
+            # agent/agent_endpoint.go AgentSelf: Stats from agent.Stats(), all values strings.
+            "Stats": self._stats(),
             "Meta": {"consul-network-segment": ""},
             "xDS": None,
         }

@@ -24,6 +24,7 @@ LOCK_DELAY_SECONDS_THRESHOLD = 1000  # smaller numbers are taken as seconds
 TTL_MIN_NS = 10 * SECOND_NS
 TTL_MAX_NS = 86400 * SECOND_NS
 TTL_BOUNDS_TEXT = "10s=24h0m0s"
+MISSING_NODE = "Missing node registration"  # agent/structs/errors.go ErrMissingNode
 
 
 def session_json(session: Session) -> dict[str, Any]:
@@ -120,6 +121,9 @@ class SessionRoutes:
         if not isinstance(node, str):
             raise _decode_failed(f"Node: expected a string, got {node!r}")
         self._require_write(request, node)
+        # agent/consul/state/session.go sessionCreateTxn: the node must be in the catalog.
+        if not self.ctx.store.node_registered(node):
+            raise ConsulHTTPError(500, MISSING_NODE)
         name = body.get("name") or ""
         if not isinstance(name, str):
             raise _decode_failed(f"Name: expected a string, got {name!r}")

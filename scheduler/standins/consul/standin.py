@@ -12,7 +12,7 @@ from starlette.routing import Route
 from scheduler.standins.consul.acl import ConsulACL
 from scheduler.standins.consul.agent_routes import AgentRoutes
 from scheduler.standins.consul.catalog_routes import CatalogRoutes
-from scheduler.standins.consul.context import RouteContext
+from scheduler.standins.consul.context import DATACENTER, RouteContext
 from scheduler.standins.consul.httpkit import ConsulHTTPError, text_response
 from scheduler.standins.consul.kv_routes import KVRoutes
 from scheduler.standins.consul.session_routes import SessionRoutes
@@ -25,8 +25,16 @@ from scheduler.standins.runner import RunningServer, serve_in_thread
 Endpoint = Callable[[Request], Awaitable[Response]]
 
 
-def _answer_errors(endpoint: Endpoint) -> Endpoint:
+NO_DC_PATH = "No path to datacenter"  # agent/structs/errors.go ErrNoDCPath
+
+
+def _answer_errors(endpoint: Endpoint, *, local_only: bool) -> Endpoint:
     async def wrapped(request: Request) -> Response:
+        # A server forwards `?dc=` to another datacenter's servers (agent/consul/rpc.go
+        # forwardDC); this one knows none, so any other dc has no path.
+        dc = request.query_params.get("dc")
+        if local_only and dc and dc != DATACENTER:
+            return text_response(500, NO_DC_PATH)
         try:
             return await endpoint(request)
         except ConsulHTTPError as error:
@@ -95,6 +103,11 @@ class ConsulStandin(ServiceRegistry):
     def kv_delete(self, key: str, *, recurse: bool = False) -> None:
         self.store.kv_delete(key, recurse=recurse)
 
+    def register_node(self, name: str) -> None:
+        """Register a catalog node (as its own Consul agent would), e.g. to own sessions."""
+        with self.store.lock:
+            self.store.extra_nodes.add(name)
+
     def kv_get(self, key: str) -> bytes | None:
         with self.store.lock:
             entry = self.store.kv.entries.get(key)
@@ -129,4 +142,6 @@ class ConsulStandin(ServiceRegistry):
 
 def _wrap(route: Route) -> Route:
     methods = sorted(route.methods - {"HEAD"}) if route.methods else None
-    return Route(route.path, _answer_errors(route.endpoint), methods=methods)
+    # /v1/agent/* answers for this agent only and ignores `dc`.
+    local_only = not route.path.startswith("/v1/agent/")
+    return Route(route.path, _answer_errors(route.endpoint, local_only=local_only), methods=methods)

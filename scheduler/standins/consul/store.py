@@ -132,6 +132,8 @@ class ConsulStore:
         self.generation = 0  # bumped on index reset; blocked queries then return at once
         self.session_ttl_multiplier = session_ttl_multiplier
         self.agent_node = agent_node
+        # Catalog nodes besides those of registered services: the agent registers itself.
+        self.extra_nodes: set[str] = {agent_node}
         self._waiters: dict[int, _Waiter] = {}
         self._waiters_lock = threading.Lock()
         self._next_waiter = 0
@@ -353,6 +355,12 @@ class ConsulStore:
                     session.timer.cancel()
 
     # -- catalog -------------------------------------------------------------------------
+
+    def node_registered(self, name: str) -> bool:
+        with self.lock:
+            return name in self.extra_nodes or any(
+                s.node_name == name for s in self.services.values()
+            )
 
     def register_service(self, service: CatalogService) -> None:
         with self.lock:

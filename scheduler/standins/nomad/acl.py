@@ -42,6 +42,10 @@ class NomadToken:
         # The closest glob wins, as in Nomad: the longest pattern.
         return capability in self.namespaces[max(globbed, key=len)]
 
+    def allows_any(self, capability: str) -> bool:
+        """`?namespace=*`: allowed when some namespace grants it (acl.go anyNamespaceAllowsOp)."""
+        return self.management or any(capability in caps for caps in self.namespaces.values())
+
     def allows_node(self, write: bool) -> bool:
         if self.management:
             return True

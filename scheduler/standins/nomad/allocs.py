@@ -9,7 +9,7 @@ from typing import Any
 from scheduler.standins.nomad import views
 from scheduler.standins.nomad.nodes import MHZ_PER_CORE, NodeRecord
 from scheduler.standins.nomad.placement import Placement
-from scheduler.standins.registry import ServiceInstance
+from scheduler.standins.registry import CheckStatus, ServiceInstance
 
 
 def build_alloc(
@@ -151,7 +151,9 @@ def build_alloc(
     return alloc
 
 
-def service_instances(alloc: dict[str, Any], record: NodeRecord) -> list[ServiceInstance]:
+def service_instances(
+    alloc: dict[str, Any], record: NodeRecord, check_status: CheckStatus = "passing"
+) -> list[ServiceInstance]:
     """What a Nomad client registers in Consul for a running allocation."""
     job = alloc["Job"]
     group = next(g for g in job["TaskGroups"] if g["Name"] == alloc["TaskGroup"])
@@ -184,7 +186,7 @@ def service_instances(alloc: dict[str, Any], record: NodeRecord) -> list[Service
                 port=number,
                 tags=tuple(service.get("Tags") or ()),
                 meta={str(k): str(v) for k, v in meta.items()},
-                check_status="passing",
+                check_status=check_status,
             )
         )
     return instances

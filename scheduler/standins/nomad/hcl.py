@@ -127,9 +127,29 @@ _CHECK_ATTRS = {
 }
 
 
+def _check_restart(body: Body) -> dict[str, Any] | None:
+    """`check_restart { limit, grace, ignore_warnings }` as the API's CheckRestart."""
+    found = body.blocks("check_restart")
+    if not found:
+        return None
+    b = Body(
+        found[0][1],
+        f"{body.where} check_restart",
+        body.scope,
+        {"limit", "grace", "ignore_warnings"},
+        set(),
+    )
+    return {
+        "Limit": b.integer("limit", 0),
+        "Grace": b.duration("grace", 0),
+        "IgnoreWarnings": bool(b.flag("ignore_warnings", False)),
+    }
+
+
 def _check(raw: dict[str, Any], where: str, scope: Scope) -> dict[str, Any]:
     b = Body(raw, where, scope, _CHECK_ATTRS, {"header", "check_restart"})
     return {
+        "CheckRestart": _check_restart(b),
         "Name": b.text("name", "") or "",
         "Type": b.text("type", "") or "",
         "Command": b.text("command", "") or "",
@@ -189,6 +209,7 @@ def _service(raw: dict[str, Any], where: str, scope: Scope) -> dict[str, Any]:
         "CanaryMeta": b.map("canary_meta"),
         "Provider": b.text("provider", "consul") or "consul",
         "OnUpdate": b.text("on_update", "") or "",
+        "CheckRestart": _check_restart(b),
         "Connect": None,
     }
 
@@ -610,6 +631,20 @@ def _job(label: str, raw: dict[str, Any], scope: Scope) -> dict[str, Any]:
     }
 
 
+def _merge_check_restart(job: dict[str, Any]) -> None:
+    """A service's check_restart applies to each of its checks that has none of its own
+    (api/services.go Service.Canonicalize), as Nomad does on canonicalisation."""
+    for group in job.get("TaskGroups") or []:
+        services = list(group.get("Services") or [])
+        for task in group.get("Tasks") or []:
+            services += task.get("Services") or []
+        for service in services:
+            outer = service.get("CheckRestart")
+            for check in service.get("Checks") or []:
+                if outer and not check.get("CheckRestart"):
+                    check["CheckRestart"] = dict(outer)
+
+
 def _drop_nones(group_or_task: dict[str, Any]) -> None:
     """Canonicalisation fills defaults for missing keys only: remove parser-side Nones."""
     for key in [k for k, v in group_or_task.items() if v is None]:
@@ -642,6 +677,7 @@ def parse_job(
     job = _job(label or "", body, scope)
     if not canonicalize:
         return job
+    _merge_check_restart(job)
     had_datacenters = job.get("Datacenters") is not None
     for group in job.get("TaskGroups") or []:
         _drop_nones(group)

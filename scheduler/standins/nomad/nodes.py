@@ -27,6 +27,10 @@ class NodeRecord:
     create_index: int = 1
     modify_index: int = 1
     last_drain: dict[str, Any] | None = None
+    # ReservedResources (client `reserved` block): kept from every placement on the node.
+    reserved_cpu_shares: int = 0
+    reserved_memory_mb: int = 0
+    drain_strategy: dict[str, Any] | None = None  # while a drain runs
 
     @property
     def node_class(self) -> str:
@@ -164,7 +168,7 @@ def node_stub(record: NodeRecord, *, resources: bool, os_attrs: bool) -> dict[st
         "Address": record.address,
         "CreateIndex": record.create_index,
         "Datacenter": node.datacenter,
-        "Drain": False,
+        "Drain": record.drain_strategy is not None,
         "Drivers": _drivers(),
         "ID": node.id,
         "LastDrain": record.last_drain,
@@ -181,15 +185,15 @@ def node_stub(record: NodeRecord, *, resources: bool, os_attrs: bool) -> dict[st
         stub["Attributes"] = {"os.name": "ubuntu"}
     if resources:
         stub["NodeResources"] = node_resources(record)
-        stub["ReservedResources"] = _reserved()
+        stub["ReservedResources"] = _reserved(record)
     return stub
 
 
-def _reserved() -> dict[str, Any]:
+def _reserved(record: NodeRecord) -> dict[str, Any]:
     return {
-        "Cpu": {"CpuShares": 0},
+        "Cpu": {"CpuShares": record.reserved_cpu_shares},
         "Disk": {"DiskMB": 0},
-        "Memory": {"MemoryMB": 0},
+        "Memory": {"MemoryMB": record.reserved_memory_mb},
         "Networks": {"ReservedHostPorts": ""},
     }
 
@@ -201,8 +205,8 @@ def node_full(record: NodeRecord) -> dict[str, Any]:
         "ComputedClass": f"v1:{abs(hash(node.pool + node.datacenter)) % 10**18}",
         "CreateIndex": record.create_index,
         "Datacenter": node.datacenter,
-        "Drain": False,
-        "DrainStrategy": None,
+        "Drain": record.drain_strategy is not None,
+        "DrainStrategy": record.drain_strategy,
         "Drivers": _drivers(),
         "Events": [
             {
@@ -225,7 +229,7 @@ def node_full(record: NodeRecord) -> dict[str, Any]:
         "NodeClass": record.node_class,
         "NodePool": node.pool,
         "NodeResources": node_resources(record),
-        "ReservedResources": _reserved(),
+        "ReservedResources": _reserved(record),
         "SchedulingEligibility": "eligible" if record.eligible else "ineligible",
         "SecretID": "",
         "Status": record.status,

@@ -45,7 +45,7 @@ class NodeView:
     cpu_shares: int
     mhz_per_core: int
     memory_mb: int
-    used_shares: int = 0
+    used_shares: int = 0  # starts at the node's reserved shares
     used_cores: int = 0
     used_memory_mb: int = 0
     used_devices: set[str] = field(default_factory=set)
@@ -263,7 +263,7 @@ def _node_feasible(
 
 
 def _assign_devices(
-    view: NodeView, group: dict[str, Any], rng: random.Random
+    view: NodeView, group: dict[str, Any], rng: random.Random, short_devices: bool = False
 ) -> list[TaskDevices] | str:
     taken: set[str] = set(view.used_devices)
     result: list[TaskDevices] = []
@@ -280,6 +280,18 @@ def _assign_devices(
                 for ids in [_candidates(g, request, taken)]
                 if len(ids) >= count
             ]
+            if not options and short_devices:
+                # Nomad 1.9.0 to 1.11.0: with `${device.ids}` wishes, a busy wished instance
+                # was skipped and the allocation placed with fewer instances than its count
+                # (fixed in 1.11.1). Emulated only when the stand-in is told to.
+                options = [
+                    (g, ids)
+                    for g in view.groups
+                    if _group_matches(g, request)
+                    for ids in [_candidates(g, request, taken)]
+                    if ids
+                ]
+                count = min(count, *(len(ids) for _, ids in options)) if options else count
             if not options:
                 return NO_DEVICES_MATCH
             best = max(_affinity_score(g, request) for g, _ in options)
@@ -337,6 +349,7 @@ def _fit(
     group: dict[str, Any],
     rng: random.Random,
     metrics: Metrics,
+    short_devices: bool = False,
 ) -> Placement | None:
     shares = cores = memory = 0
     for task in group.get("Tasks") or []:
@@ -358,7 +371,7 @@ def _fit(
     if isinstance(ports, str):
         metrics.exhausted(ports)
         return None
-    devices = _assign_devices(view, group, rng)
+    devices = _assign_devices(view, group, rng, short_devices)
     if isinstance(devices, str):
         metrics.exhausted(devices)
         return None
@@ -371,7 +384,12 @@ def _fit(
 
 
 def place(
-    views: list[NodeView], job: dict[str, Any], group: dict[str, Any], rng: random.Random
+    views: list[NodeView],
+    job: dict[str, Any],
+    group: dict[str, Any],
+    rng: random.Random,
+    *,
+    short_devices: bool = False,
 ) -> Placement | Metrics:
     """Choose a node for one allocation of `group`, or say why none fits."""
     metrics = Metrics()
@@ -391,7 +409,7 @@ def place(
         metrics.nodes_evaluated += 1
         if not _node_feasible(view, job, group, metrics):
             continue
-        fit = _fit(view, job, group, rng, metrics)
+        fit = _fit(view, job, group, rng, metrics, short_devices)
         if fit is not None and (best is None or fit.score > best.score):
             best = fit
     return best if best is not None else metrics

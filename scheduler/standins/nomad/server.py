@@ -92,10 +92,19 @@ class NomadStandin:
         datacenter: str = "dc1",
         seed: int | None = None,
         stop_delay_s: float = 0.0,
+        reserved: dict[str, tuple[int, int]] | None = None,
+        short_devices: bool = False,
+        health_time_scale: float = 0.0,
+        initial_check: CheckStatus = "passing",
     ) -> None:
         """`load_delay_s`: how long allocations stay pending; `stop_delay_s`: how long a
         stopped running allocation keeps ClientStatus running (0: complete at once);
-        `seed`: makes the choice among free device instances reproducible."""
+        `seed`: makes the choice among free device instances reproducible; `reserved`: node
+        id or "*" -> (CPU MHz, memory MiB) kept back from placement (ReservedResources);
+        `short_devices`: place with fewer device instances than asked when a wished one is
+        busy, as Nomad 1.9.0 to 1.11.0 did; `health_time_scale`: > 0 runs allocation health
+        and deployments (healthy and progress deadlines) on Nomad's clock times this factor,
+        0 makes running allocations healthy at once; `initial_check`: a new check's status."""
         self.cluster = Cluster(
             fleet,
             registry=registry,
@@ -103,6 +112,10 @@ class NomadStandin:
             region=region,
             seed=seed,
             stop_delay_s=stop_delay_s,
+            reserved=reserved,
+            short_devices=short_devices,
+            health_time_scale=health_time_scale,
+            initial_check=initial_check,
         )
         self.region = region
         self.datacenter = datacenter
@@ -145,6 +158,11 @@ class NomadStandin:
     def set_node_status(self, node_id: str, status: str) -> None:
         self.cluster.set_node_status(node_id, status)
 
+    def drain_node(self, node_id: str, deadline_s: float, *, ignore_system: bool = False) -> None:
+        """Start a drain as `nomad node drain -enable -deadline` does (negative: force)."""
+        spec = {"Deadline": int(deadline_s * 1e9), "IgnoreSystemJobs": ignore_system}
+        self.cluster.drain_node(node_id, spec, mark_eligible=False)
+
     def fail_allocation(self, alloc_id: str, *, reschedule: bool = True) -> str | None:
         return self.cluster.fail_allocation(alloc_id, reschedule=reschedule)
 
@@ -175,6 +193,9 @@ class NomadStandin:
             Route("/v1/job/{job_id:path}/allocations", r(self._job_allocs), methods=["GET"]),
             Route("/v1/job/{job_id:path}/evaluations", r(self._job_evals), methods=["GET"]),
             Route("/v1/job/{job_id:path}/summary", r(self._job_summary), methods=["GET"]),
+            Route("/v1/job/{job_id:path}/deployments", r(self._job_deps), methods=["GET"]),
+            Route("/v1/job/{job_id:path}/deployment", r(self._job_dep), methods=["GET"]),
+            Route("/v1/deployment/{dep_id}", r(self._deployment), methods=["GET"]),
             Route("/v1/job/{job_id:path}", r(self._job), methods=["GET"]),
             Route("/v1/job/{job_id:path}", r(self._register), methods=["POST", "PUT"]),
             Route("/v1/job/{job_id:path}", r(self._deregister), methods=["DELETE"]),
@@ -450,11 +471,45 @@ class NomadStandin:
             lambda: self.cluster.evaluations(namespace=namespace, job_id=job_id),
         )
 
+    # ------------------------------------------------------------ deployments
+
+    async def _job_deps(self, request: Request) -> Response:
+        self._check_ns(request, "read-job")
+        namespace, job_id = self._job_or_404(request)
+        return await self._blocking(
+            request,
+            ("deployments",),
+            lambda: self.cluster.deployments(namespace=namespace, job_id=job_id),
+        )
+
+    async def _job_dep(self, request: Request) -> Response:
+        """The latest deployment, or null (nomad/job_endpoint.go LatestDeployment)."""
+        self._check_ns(request, "read-job")
+        namespace, job_id = self._job_or_404(request)
+
+        def latest() -> Any:
+            found = self.cluster.deployments(namespace=namespace, job_id=job_id)
+            return found[0] if found else None
+
+        return await self._blocking(request, ("deployments",), latest)
+
+    async def _deployment(self, request: Request) -> Response:
+        dep_id = request.path_params["dep_id"]
+        dep = self.cluster.deployment(dep_id)
+        if dep is None:
+            raise HttpError(404, "deployment not found")
+        self._check_ns(request, "read-job", dep["Namespace"])
+        return await self._blocking(
+            request,
+            ("deployments",),
+            lambda: _found(self.cluster.deployment(dep_id), "deployment not found"),
+        )
+
     # ------------------------------------------------------------ allocations
 
     async def _allocs(self, request: Request) -> Response:
         namespace = _namespace(request)
-        self._check_ns(request, "read-job", None if namespace == "*" else namespace)
+        visible = self._readable_namespaces(request, namespace)
         params = request.query_params
         resources = parse_bool(params, "resources")
         task_states = parse_bool(params, "task_states", default=True)
@@ -468,10 +523,25 @@ class NomadStandin:
                 for s in (
                     alloc_stub(a, resources=resources, task_states=task_states)
                     for a in self.cluster.allocs(namespace=namespace, prefix=prefix)
+                    if visible(a["Namespace"])
                 )
                 if keep(s)
             ],
         )
+
+    def _readable_namespaces(self, request: Request, namespace: str) -> Callable[[str], bool]:
+        """Which namespaces' objects a listing shows. With `*`, nomad/alloc_endpoint.go List
+        answers 403 only when no namespace grants read-job, and otherwise filters the rows to
+        the namespaces that do (allowedNSes), silently."""
+        if namespace != "*" or self.acl is None:
+            self._check_ns(request, "read-job", namespace)
+            return lambda _: True
+        token = self.acl.token(_token(request))
+        if token is None:
+            raise HttpError(403, "ACL token not found")
+        if not token.allows_any("read-job"):
+            raise HttpError(403, "Permission denied")
+        return lambda ns: token.allows("read-job", ns)
 
     async def _alloc(self, request: Request) -> Response:
         alloc_id = request.path_params["alloc_id"]

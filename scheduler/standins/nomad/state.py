@@ -9,13 +9,15 @@ from __future__ import annotations
 import copy
 import random
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from scheduler.core.models import Node
-from scheduler.standins.nomad import views
+from scheduler.standins.nomad import deployments, views
 from scheduler.standins.nomad.allocs import build_alloc, service_instances
 from scheduler.standins.nomad.events import EventLog
 from scheduler.standins.nomad.fingerprint import device_groups
@@ -39,7 +41,7 @@ _SERVER_FIELDS = (
     "Stable",
     "Stop",
 )
-TABLES = ("nodes", "jobs", "allocs", "evals")
+TABLES = ("nodes", "jobs", "allocs", "evals", "deployments")
 
 
 class CasError(ValueError):
@@ -56,12 +58,16 @@ class Effects:
     deregister: list[str] = field(default_factory=list)
     start_later: list[str] = field(default_factory=list)
     finish_later: list[str] = field(default_factory=list)
+    drain_deadlines: list[tuple[str, float]] = field(default_factory=list)  # node id, seconds
+    timers: list[tuple[str, float, Callable[[str], None]]] = field(default_factory=list)
 
     def merge(self, other: Effects) -> None:
         self.register += other.register
         self.deregister += other.deregister
         self.start_later += other.start_later
         self.finish_later += other.finish_later
+        self.drain_deadlines += other.drain_deadlines
+        self.timers += other.timers
 
 
 class Cluster:
@@ -74,7 +80,16 @@ class Cluster:
         region: str,
         seed: int | None = None,
         stop_delay_s: float = 0.0,
+        reserved: dict[str, tuple[int, int]] | None = None,
+        short_devices: bool = False,
+        health_time_scale: float = 0.0,
+        initial_check: CheckStatus = "passing",
     ) -> None:
+        """`reserved`: node id (or "*" for all) -> (CPU MHz, memory MiB) the client keeps
+        back; `short_devices`: emulate Nomad 1.9.0-1.11.0 placing fewer instances than asked;
+        `health_time_scale`: > 0 runs allocation health and deployments on Nomad's clock times
+        this factor (min_healthy_time, healthy_deadline, progress_deadline), 0 makes a running
+        allocation healthy at once; `initial_check`: the status a new service check starts in."""
         ids = [n.id for n in fleet]
         dupes = sorted({i for i in ids if ids.count(i) > 1})
         if dupes:
@@ -83,6 +98,13 @@ class Cluster:
         self.registry = registry
         self.load_delay_s = load_delay_s
         self.stop_delay_s = stop_delay_s
+        self.short_devices = short_devices
+        self.health_time_scale = health_time_scale
+        self.initial_check: CheckStatus = initial_check
+        self._deployments: dict[str, dict[str, Any]] = {}
+        self._progress_at: dict[str, float] = {}  # deployment id -> monotonic of last progress
+        self._check_status: dict[str, CheckStatus] = {}  # alloc id -> its checks' status
+        self._health_deadline: dict[str, float] = {}  # alloc id -> monotonic deadline
         self.feed = ChangeFeed()
         self.events = EventLog()
         self._lock = threading.RLock()
@@ -90,9 +112,15 @@ class Cluster:
         self._index = 1
         self._tables = dict.fromkeys(TABLES, 1)
         self._nodes: dict[str, NodeRecord] = {}
+        reserved = reserved or {}
         for i, node in enumerate(fleet):
+            cpu, memory = reserved.get(node.id, reserved.get("*", (0, 0)))
             self._nodes[node.id] = NodeRecord(
-                node=node, address=f"10.0.{i // 250}.{10 + i % 250}", eligible=node.eligible
+                node=node,
+                address=f"10.0.{i // 250}.{10 + i % 250}",
+                eligible=node.eligible,
+                reserved_cpu_shares=cpu,
+                reserved_memory_mb=memory,
             )
         self._jobs: dict[tuple[str, str], dict[str, Any]] = {}
         self._allocs: dict[str, dict[str, Any]] = {}
@@ -125,6 +153,7 @@ class Cluster:
     def _apply(self, effects: Effects) -> None:
         """Run effects while still holding the lock, so that Consul sees registrations and
         deregistrations in the order the state changed (the registry never calls back)."""
+        effects.merge(self._drain_tick())
         self.events.flush()
         self.feed.notify()
         if self.registry is not None:
@@ -132,8 +161,12 @@ class Cluster:
                 self.registry.deregister_service(service_id)
             for instance in effects.register:
                 self.registry.register_service(instance)
-        later = [(a, self.load_delay_s, self._start_alloc) for a in effects.start_later]
+        later: list[tuple[str, float, Callable[[str], None]]] = [
+            (a, self.load_delay_s, self._start_alloc) for a in effects.start_later
+        ]
         later += [(a, self.stop_delay_s, self._finish_stopped) for a in effects.finish_later]
+        later += [(f"drain:{n}", d, self._drain_deadline) for n, d in effects.drain_deadlines]
+        later += effects.timers
         for alloc_id, delay, action in later:
             timer = threading.Timer(delay, action, args=(alloc_id,))
             timer.daemon = True
@@ -197,49 +230,154 @@ class Cluster:
         mark_eligible: bool,
         meta: dict[str, str] | None = None,
     ) -> list[str]:
-        """Drain at once: migrate the node's allocations elsewhere, leave it ineligible.
+        """Start (or cancel, with a null spec) a drain, paced as Nomad's drainer paces it.
 
-        Returns the evaluations created. A null spec cancels a drain (and may mark eligible).
+        While it runs the node reads Drain true with a DrainStrategy and is ineligible. Each
+        task group gives up allocations as its migrate max_parallel allows (see _drain_tick);
+        at the deadline whatever is left is stopped; a negative deadline stops all at once.
+        Returns the evaluations created now.
         """
         with self._lock:
             record = self._require_node(node_id)
             effects = Effects()
-            eval_ids: list[str] = []
+            timer = self._timers.pop(f"drain:{node_id}", None)
+            if timer is not None:
+                timer.cancel()
             if spec is None:
+                record.drain_strategy = None
                 if mark_eligible:
                     record.eligible = True
                     effects.merge(self._unblock())
                 record.modify_index = self._bump("nodes")
                 self._node_event(record)
                 self._apply(effects)
-                return eval_ids
+                return []
             record.eligible = False
-            started = views.rfc3339_now()
-            jobs: dict[tuple[str, str], dict[str, Any]] = {}
-            for alloc in self._allocs.values():
-                if alloc["NodeID"] != node_id or is_terminal(alloc):
-                    continue
-                system = alloc["JobType"] in ("system", "sysbatch")
-                if system and spec.get("IgnoreSystemJobs"):
-                    continue
-                self._stop_alloc(alloc, "alloc is being migrated", effects)
-                key = (alloc["Namespace"], alloc["JobID"])
-                if key in self._jobs and not system:
-                    jobs[key] = self._jobs[key]
-            for job in jobs.values():
-                eval_ids.append(self._evaluate(job, "node-drain", effects)["ID"])
-                self._refresh_status(job)
+            deadline_ns = int(spec.get("Deadline") or 0)
+            ignore_system = bool(spec.get("IgnoreSystemJobs"))
+            now = datetime.now(UTC)
+            force = (
+                views.rfc3339(now + timedelta(seconds=deadline_ns / 1e9))
+                if deadline_ns > 0
+                else "0001-01-01T00:00:00Z"
+            )
+            # nomad/structs DrainStrategy embeds DrainSpec: its fields are flattened in JSON.
+            record.drain_strategy = {
+                "Deadline": deadline_ns,
+                "IgnoreSystemJobs": ignore_system,
+                "ForceDeadline": force,
+                "StartedAt": views.rfc3339(now),
+            }
             record.last_drain = {
                 "AccessorID": "",
                 "Meta": meta,
-                "StartedAt": started,
-                "Status": "complete",
-                "UpdatedAt": views.rfc3339_now(),
+                "StartedAt": views.rfc3339(now),
+                "Status": "draining",
+                "UpdatedAt": views.rfc3339(now),
             }
+            eval_ids = self._migrate(record, force=deadline_ns < 0, effects=effects)
+            if deadline_ns > 0:
+                effects.drain_deadlines.append((node_id, deadline_ns / 1e9))
             record.modify_index = self._bump("nodes")
             self._node_event(record)
             self._apply(effects)
             return eval_ids
+
+    def _migrate(self, record: NodeRecord, *, force: bool, effects: Effects) -> list[str]:
+        """Mark for migration what the drain may take now; complete the drain when empty.
+
+        nomad/drainer/watch_jobs.go handleTaskGroup: per task group, thresholdCount =
+        Count - Migrate.MaxParallel and numToDrain = healthy - thresholdCount, where healthy
+        counts the group's running allocations with health that are not migrating. So a
+        count-1 group with the default max_parallel 1 goes at once, and max_parallel 0
+        holds its allocation until the deadline (force).
+        """
+        strategy = record.drain_strategy or {}
+        node_id = record.node.id
+        on_node = [
+            a for a in self._allocs.values() if a["NodeID"] == node_id and not is_terminal(a)
+        ]
+        system = [a for a in on_node if a["JobType"] in ("system", "sysbatch")]
+        others = [a for a in on_node if a not in system]
+        chosen: list[dict[str, Any]] = []
+        if force:
+            chosen = list(others)
+        else:
+            by_group: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+            for alloc in others:
+                by_group.setdefault(
+                    (alloc["Namespace"], alloc["JobID"], alloc["TaskGroup"]), []
+                ).append(alloc)
+            for (ns, job_id, tg), allocs in by_group.items():
+                job = self._jobs.get((ns, job_id))
+                group = next(
+                    (g for g in (job or {}).get("TaskGroups") or [] if g["Name"] == tg), None
+                )
+                if job is None or group is None:
+                    chosen += allocs
+                    continue
+                # DeploymentStatus.HasHealth: health set either way; migrating ones excluded.
+                healthy = sum(
+                    1
+                    for a in self._job_allocs(job)
+                    if a["TaskGroup"] == tg
+                    and not is_terminal(a)
+                    and (a.get("DeploymentStatus") or {}).get("Healthy") is not None
+                    and not (a.get("DesiredTransition") or {}).get("Migrate")
+                )
+                threshold = int(group["Count"]) - _max_parallel(job, group)
+                chosen += allocs[: max(0, healthy - threshold)]
+        # Nomad drains system jobs last, unless told to leave them.
+        if len(chosen) == len(others) and not strategy.get("IgnoreSystemJobs"):
+            chosen += system
+        jobs: dict[tuple[str, str], dict[str, Any]] = {}
+        for alloc in chosen:
+            alloc["DesiredTransition"] = {**alloc["DesiredTransition"], "Migrate": True}
+            self._stop_alloc(alloc, "alloc is being migrated", effects)
+            key = (alloc["Namespace"], alloc["JobID"])
+            if key in self._jobs and alloc["JobType"] not in ("system", "sysbatch"):
+                jobs[key] = self._jobs[key]
+        eval_ids = [self._evaluate(job, "node-drain", effects)["ID"] for job in jobs.values()]
+        for job in jobs.values():
+            self._refresh_status(job)
+        left = [a for a in on_node if not is_terminal(a)]
+        if not left or (strategy.get("IgnoreSystemJobs") and all(a in system for a in left)):
+            self._finish_drain(record)
+        return eval_ids
+
+    def _finish_drain(self, record: NodeRecord) -> None:
+        """The drain is done: no strategy any more, the node stays ineligible."""
+        timer = self._timers.pop(f"drain:{record.node.id}", None)
+        if timer is not None:
+            timer.cancel()
+        record.drain_strategy = None
+        if record.last_drain is not None:
+            record.last_drain = {
+                **record.last_drain,
+                "Status": "complete",
+                "UpdatedAt": views.rfc3339_now(),
+            }
+        record.modify_index = self._bump("nodes")
+        self._node_event(record)
+
+    def _drain_tick(self) -> Effects:
+        """After any change: running drains may take more (a replacement became healthy)."""
+        effects = Effects()
+        for record in self._nodes.values():
+            if record.drain_strategy is not None:
+                self._migrate(record, force=False, effects=effects)
+        return effects
+
+    def _drain_deadline(self, key: str) -> None:
+        node_id = key.split(":", 1)[1]
+        with self._lock:
+            self._timers.pop(key, None)
+            record = self._nodes.get(node_id)
+            if record is None or record.drain_strategy is None:
+                return
+            effects = Effects()
+            self._migrate(record, force=True, effects=effects)
+            self._apply(effects)
 
     def _lose_allocs(self, node_id: str) -> Effects:
         """A node that went down loses its allocations; their jobs get replacements."""
@@ -332,6 +470,8 @@ class Cluster:
             elif existing is not None:
                 job = existing
             effects = Effects()
+            if changed:
+                self._new_deployment(job, effects)
             evaluation = self._evaluate(job, "job-register", effects)
             self._refresh_status(job)
             if changed and existing is not None:
@@ -375,6 +515,7 @@ class Cluster:
                 }
             index = self._bump("jobs")
             job["Stop"] = True
+            self._cancel_deployments(job, deployments.JOB_STOPPED)
             self._job_event(job, "JobDeregistered")
             job["ModifyIndex"] = job["JobModifyIndex"] = index
             effects = Effects()
@@ -506,6 +647,9 @@ class Cluster:
                 cpu_shares=int(record.node.cpu_cores) * MHZ_PER_CORE,
                 mhz_per_core=MHZ_PER_CORE,
                 memory_mb=int(record.node.memory_gb * 1024),
+                # Nomad's scheduler subtracts the node's ReservedResources from what it offers.
+                used_shares=record.reserved_cpu_shares,
+                used_memory_mb=record.reserved_memory_mb,
             )
             result.append(view)
         by_id = {v.node.id: v for v in result}
@@ -609,7 +753,7 @@ class Cluster:
                 i for i in range(group["Count"]) if f"{job['ID']}.{name}[{i}]" not in used_names
             ]
             for position, slot in enumerate(missing):
-                result = place(node_views, job, group, self._rng)
+                result = place(node_views, job, group, self._rng, short_devices=self.short_devices)
                 if isinstance(result, Metrics):
                     result.coalesced_failures = len(missing) - position - 1
                     failures[name] = (result, len(missing) - position)
@@ -661,6 +805,10 @@ class Cluster:
         return effects
 
     def _add_alloc(self, alloc: dict[str, Any], effects: Effects) -> None:
+        dep = self._active_deployment(alloc["Namespace"], alloc["JobID"])
+        if dep is not None and alloc["TaskGroup"] in dep["TaskGroups"]:
+            alloc["DeploymentID"] = dep["ID"]
+            dep["TaskGroups"][alloc["TaskGroup"]]["PlacedAllocs"] += 1
         self._allocs[alloc["ID"]] = alloc
         self._alloc_event(alloc)
         effects.start_later.append(alloc["ID"])
@@ -689,19 +837,141 @@ class Cluster:
             alloc["ClientStatus"] = "running"
             alloc["ClientDescription"] = "Tasks are running"
             self._touch(alloc)
-            alloc["DeploymentStatus"] = {
-                "Canary": False,
-                "Healthy": True,
-                "ModifyIndex": alloc["ModifyIndex"],
-                "Timestamp": started,
-            }
-            effects.register = service_instances(alloc, self._nodes[alloc["NodeID"]])
-            self._services[alloc_id] = [s.id for s in effects.register]
+            self._check_status[alloc_id] = self.initial_check
             job = self._jobs.get((alloc["Namespace"], alloc["JobID"]))
+            group = next(
+                (g for g in (job or alloc["Job"])["TaskGroups"] if g["Name"] == alloc["TaskGroup"]),
+                None,
+            )
+            if self.health_time_scale <= 0 or group is None:
+                self._set_health(alloc, True, effects)
+            else:
+                min_healthy, deadline = deployments.health_params(alloc["Job"], group)
+                scale = self.health_time_scale
+                self._health_deadline[alloc_id] = time.monotonic() + deadline * scale
+                effects.timers.append(
+                    (f"health:{alloc_id}", min_healthy * scale, self._health_tick)
+                )
+            effects.register = service_instances(
+                alloc, self._nodes[alloc["NodeID"]], self.initial_check
+            )
+            self._services[alloc_id] = [s.id for s in effects.register]
             if job is not None:
                 self._refresh_status(job)
                 self._bump("jobs")
             self._apply(effects)
+
+    # ------------------------------------------------------------ health and deployments
+
+    def _active_deployment(self, namespace: str, job_id: str) -> dict[str, Any] | None:
+        found = [
+            d
+            for d in self._deployments.values()
+            if d["Namespace"] == namespace and d["JobID"] == job_id and d["Status"] == "running"
+        ]
+        return max(found, key=lambda d: d["CreateIndex"]) if found else None
+
+    def _cancel_deployments(self, job: dict[str, Any], why: str) -> None:
+        while (dep := self._active_deployment(job["Namespace"], job["ID"])) is not None:
+            self._end_deployment(dep, "cancelled", why)
+
+    def _end_deployment(self, dep: dict[str, Any], status: str, why: str) -> None:
+        dep["Status"], dep["StatusDescription"] = status, why
+        dep["ModifyIndex"] = self._bump("deployments")
+        dep["ModifyTime"] = views.now_ns()
+
+    def _new_deployment(self, job: dict[str, Any], effects: Effects) -> None:
+        """A new job version of a service job with an update strategy is a deployment."""
+        self._cancel_deployments(job, deployments.NEWER_JOB)
+        if job["Stop"] or not any(deployments.deploys(job, g) for g in job["TaskGroups"]):
+            return
+        dep = deployments.new_deployment(str(uuid.uuid4()), job, self._bump("deployments"))
+        self._deployments[dep["ID"]] = dep
+        progress = deployments.progress_deadline_s(job)
+        if progress > 0 and self.health_time_scale > 0:
+            self._progress_at[dep["ID"]] = time.monotonic()
+            effects.timers.append(
+                (f"deploy:{dep['ID']}", progress * self.health_time_scale, self._progress_check)
+            )
+
+    def _set_health(self, alloc: dict[str, Any], healthy: bool, effects: Effects) -> None:
+        self._touch(alloc)
+        alloc["DeploymentStatus"] = deployments.health_status(healthy, alloc["ModifyIndex"])
+        dep = self._deployments.get(alloc.get("DeploymentID") or "")
+        if dep is None or dep["Status"] != "running":
+            return
+        state = dep["TaskGroups"].get(alloc["TaskGroup"])
+        if state is None:
+            return
+        state["HealthyAllocs" if healthy else "UnhealthyAllocs"] += 1
+        dep["ModifyIndex"] = self._bump("deployments")
+        if healthy:
+            self._progress_at[dep["ID"]] = time.monotonic()
+            if all(s["HealthyAllocs"] >= s["DesiredTotal"] for s in dep["TaskGroups"].values()):
+                self._end_deployment(dep, "successful", deployments.SUCCESSFUL)
+            return
+        # deploymentwatcher: an unhealthy allocation of an active deployment is replaced.
+        job = self._jobs.get((alloc["Namespace"], alloc["JobID"]))
+        self._stop_alloc(alloc, deployments.RESCHEDULED, effects)
+        if job is not None and not job["Stop"]:
+            before = set(self._allocs)
+            self._evaluate(job, "deployment-watcher", effects)
+            new = [a for a in self._allocs if a not in before]
+            if new:
+                alloc["NextAllocation"] = new[0]
+                self._allocs[new[0]]["PreviousAllocation"] = alloc["ID"]
+            self._refresh_status(job)
+
+    def _health_tick(self, key: str) -> None:
+        """The client's health watcher: healthy once checks pass, unhealthy at the deadline."""
+        alloc_id = key.split(":", 1)[1]
+        with self._lock:
+            self._timers.pop(key, None)
+            alloc = self._allocs.get(alloc_id)
+            if alloc is None or is_terminal(alloc) or alloc["ClientStatus"] != "running":
+                return
+            effects = Effects()
+            deadline = self._health_deadline.get(alloc_id, 0.0)
+            if self._check_status.get(alloc_id) == "passing":
+                self._set_health(alloc, True, effects)
+            elif time.monotonic() >= deadline:
+                self._set_health(alloc, False, effects)
+            else:
+                step = min(0.05, max(deadline - time.monotonic(), 0.001))
+                effects.timers.append((key, step, self._health_tick))
+            self._apply(effects)
+
+    def _progress_check(self, key: str) -> None:
+        dep_id = key.split(":", 1)[1]
+        with self._lock:
+            self._timers.pop(key, None)
+            dep = self._deployments.get(dep_id)
+            job = self._jobs.get((dep["Namespace"], dep["JobID"])) if dep else None
+            if dep is None or job is None or dep["Status"] != "running":
+                return
+            window = deployments.progress_deadline_s(job) * self.health_time_scale
+            left = self._progress_at.get(dep_id, 0.0) + window - time.monotonic()
+            effects = Effects()
+            if left <= 0:
+                self._end_deployment(dep, "failed", deployments.PROGRESS_DEADLINE)
+            else:
+                effects.timers.append((key, left, self._progress_check))
+            self._apply(effects)
+
+    def deployments(self, *, namespace: str, job_id: str | None = None) -> list[dict[str, Any]]:
+        with self._lock:
+            found = [
+                copy.deepcopy(d)
+                for d in self._deployments.values()
+                if namespace in ("*", d["Namespace"]) and job_id in (None, d["JobID"])
+            ]
+        found.sort(key=lambda d: d["CreateIndex"], reverse=True)
+        return found
+
+    def deployment(self, dep_id: str) -> dict[str, Any] | None:
+        with self._lock:
+            dep = self._deployments.get(dep_id)
+            return copy.deepcopy(dep) if dep else None
 
     def _stop_alloc(
         self,
@@ -800,6 +1070,7 @@ class Cluster:
 
     def set_service_check(self, alloc_id: str, status: CheckStatus) -> None:
         with self._lock:
+            self._check_status[alloc_id] = status
             if self.registry is not None:
                 for service_id in self._services.get(alloc_id, []):
                     self.registry.set_check_status(service_id, status)
@@ -860,6 +1131,14 @@ class Cluster:
     def run_locked(self, fn: Callable[[], Any]) -> Any:
         with self._lock:
             return fn()
+
+
+def _max_parallel(job: dict[str, Any], group: dict[str, Any]) -> int:
+    """The group's migrate max_parallel, else the job's, else Nomad's default of 1."""
+    for block in (group.get("Migrate"), job.get("Migrate")):
+        if isinstance(block, dict) and block.get("MaxParallel") is not None:
+            return int(block["MaxParallel"])
+    return 1
 
 
 def _spec(job: dict[str, Any]) -> dict[str, Any]:

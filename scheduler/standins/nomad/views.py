@@ -42,8 +42,12 @@ def now_ns() -> int:
     return time.time_ns()
 
 
+def rfc3339(ts: datetime) -> str:
+    return ts.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 def rfc3339_now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return rfc3339(datetime.now(UTC))
 
 
 def task_event(kind: str, message: str = "", display: str = "") -> dict[str, Any]:

@@ -18,6 +18,8 @@ def standin(monkeypatch: pytest.MonkeyPatch) -> Iterator[ConsulStandin]:
     monkeypatch.delenv("CONSUL_HTTP_TOKEN", raising=False)
     monkeypatch.delenv("CONSUL_HTTP_ADDR", raising=False)
     instance = ConsulStandin(jitter=False, session_ttl_multiplier=1.0)
+    # The session docs' example names node "foobar"; Consul wants it in the catalog.
+    instance.register_node("foobar")
     yield instance
     instance.close()
 

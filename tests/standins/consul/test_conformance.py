@@ -198,12 +198,18 @@ def test_shape_comparer_catches_differences() -> None:
     assert_same_shape({"a": 5}, {"a": None}, null_matches_any=True)
 
 
-def test_session_create_fixture_accepted_by_a_fresh_standin() -> None:
+def test_session_create_fixture_accepted_once_its_node_is_registered() -> None:
+    """agent/consul/state/session.go sessionCreateTxn: a session's node must be registered,
+    else ErrMissingNode "Missing node registration" (agent/structs/errors.go), a 500."""
     standin = ConsulStandin(jitter=False)
     server = standin.start()
     try:
         with httpx.Client(base_url=server.url) as http:
             body = fixture("session-create-request.json")
+            refused = http.put("/v1/session/create", json=body)
+            assert (refused.status_code, refused.text) == (500, "Missing node registration")
+            assert http.get("/v1/session/list").json() == []
+            standin.register_node(body["Node"])
             assert http.put("/v1/session/create", json=body).status_code == 200
     finally:
         standin.close()

@@ -8,6 +8,7 @@ import httpx
 import pytest
 
 import consul
+from scheduler.standins.consul import ConsulStandin
 
 
 def test_acquire_release_and_lock_index(client: consul.Consul) -> None:
@@ -119,9 +120,12 @@ def test_session_errors_are_plain_text(http: httpx.Client) -> None:
     assert http.get(f"/v1/session/info/{numeric}").json()[0]["LockDelay"] == 7_000_000_000
 
 
-def test_session_list_and_node_and_blocking(client: consul.Consul, http: httpx.Client) -> None:
+def test_session_list_and_node_and_blocking(
+    client: consul.Consul, http: httpx.Client, standin: ConsulStandin
+) -> None:
     index, sessions = client.session.list()
     assert sessions == []
+    standin.register_node("node-a")
     sid = client.session.create(node="node-a")
     _, sessions = client.session.list(index=index, wait="2s")
     assert [s["ID"] for s in sessions] == [sid]

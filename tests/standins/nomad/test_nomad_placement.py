@@ -310,6 +310,8 @@ def test_drain_migrates_allocations_and_eligibility_toggles(
     client.jobs.register_job(gpu_job("llm-drain", count=4))
     (alloc,) = _allocs(client, "llm-drain")
     node_id = alloc["NodeID"]
+    # The drainer counts only allocations with health (nomad/drainer/watch_jobs.go).
+    wait_for(lambda: _allocs(client, "llm-drain")[0]["ClientStatus"] == "running")
     request = fixture("node-drain-request.json")
     response = client.node.drain_node_with_spec(node_id, request["DrainSpec"])
     assert set(response) >= set(fixture("node-drain-response.json"))
