@@ -11,7 +11,8 @@ trace; stops take one pass (the replica is `stopping` in between, as Nomad repor
 
 served: per tenant and class, the requests the live replicas could carry (live x
 target_per_replica, at most the load) over the load, summed over the day. preemptions: stops
-for another model; churn: all starts and stops. The run with `max_victims: 0` is the baseline.
+for another model (gave_way: who for whom; took_turns: pairs that preempted each other, which
+must stay empty); churn: all starts and stops. The run with `max_victims: 0` is the baseline.
 """
 
 from __future__ import annotations
@@ -123,6 +124,7 @@ def replay(max_victims: int, nodes: int, step_s: int, seed: int) -> dict[str, An
     )
     served: dict[str, list[float]] = {}  # key -> [served, load]
     starts = stops = preemptions = 0
+    pairs: set[tuple[str, str]] = set()  # (gave way, preempted for)
     pass_ms: list[float] = []
     for k in range(86400 // step_s):
         t = k * step_s
@@ -158,13 +160,17 @@ def replay(max_victims: int, nodes: int, step_s: int, seed: int) -> dict[str, An
                 starts += 1
             else:
                 stops += 1
-                preemptions += a.preempted_for is not None
+                if a.preempted_for is not None:
+                    preemptions += 1
+                    pairs.add((a.model, a.preempted_for))
         snap = stop_slowly(snap, plan, step_s)
     pass_ms.sort()
     return {
         "max_victims": max_victims,
         "served": {k: round(v[0] / v[1], 4) if v[1] else None for k, v in sorted(served.items())},
         "preemptions": preemptions,
+        "gave_way": sorted(f"{v} for {p}" for v, p in pairs),
+        "took_turns": sorted(f"{v} and {p}" for v, p in pairs if (p, v) in pairs),
         "churn": {"starts": starts, "stops": stops},
         "pass_ms_median": round(pass_ms[len(pass_ms) // 2], 2),
     }
