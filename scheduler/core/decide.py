@@ -6,6 +6,7 @@ import hashlib
 from datetime import timedelta
 
 from scheduler.core.inventory import Inventory, profile_need
+from scheduler.core.lifecycle import budget, outdated, profile_rank
 from scheduler.core.mig_advice import mig_advice
 from scheduler.core.models import (
     CLASS_RANK,
@@ -13,6 +14,7 @@ from scheduler.core.models import (
     Hold,
     Model,
     ModelStatus,
+    Node,
     Plan,
     ProfileTrial,
     Replica,
@@ -25,6 +27,20 @@ from scheduler.core.placement import Placement, Placer, commit
 from scheduler.core.plugins import Plugins, default_filters, default_scorers
 from scheduler.core.preemption import VictimPool, choose, within_guarantee
 from scheduler.core.scaling import desired_replicas
+
+# Why a replaced replica stops: (when it is not serving yet, once others cover for it).
+DRAIN = (
+    "its node is draining and it is not serving yet",
+    "its node is draining; replaced elsewhere",
+)
+ROLL = (
+    "rolling update: not serving yet, restarted on the model's new spec",
+    "rolling update: replaced by a replica on the model's new spec",
+)
+MOVE = (
+    "consolidation: not serving yet",
+    "consolidation: replaced by a replica on a better placement",
+)
 
 OrderKey = tuple[bool, bool, tuple[int, bool, int, float, str]]
 
@@ -83,6 +99,7 @@ class _Pass:
             default_scorers() + list(extra.scorers),
             len(snapshot.nodes),
             extra=bool(extra.filters),
+            settings=self.settings,
         )
         self.inv = inv = Inventory.build(snapshot)
         grace = self.settings.eviction_grace_s
@@ -121,6 +138,9 @@ class _Pass:
         self.timed_out: dict[str, int] = {}  # model -> replicas stopped past their load grace
         self.pool: VictimPool | None = None  # built on the first preemption attempt only
         self.claimants = {h.for_ for h in self.held.values()}
+        self.rollout: dict[str, str] = {}  # model -> progress of its replacements
+        self.stalled: dict[str, str] = {}  # model -> spec digest whose roll-out failed
+        self.ranks: dict[str, float] = {}  # replica -> how good its placement is (lower: better)
 
     # ------------------------------------------------------------ the pass
 
@@ -135,11 +155,15 @@ class _Pass:
             statuses[m.name] = ModelStatus(
                 desired=want, live=counted[m.name], pending=pending, tried=tried
             )
+        self.consolidate()  # on the free room every model left
+        for name, progress in self.rollout.items():
+            statuses[name] = statuses[name].model_copy(update={"rollout": progress})
         self.stops.sort(key=lambda a: a.replica)
         plan = Plan(
             actions=[*self.stops, *self.starts],
             models=dict(sorted(statuses.items())),
             holds=self.holds,
+            stalled=dict(sorted(self.stalled.items())),
         )
         # Pending MIG demand a drained MIG GPU could serve if re-partitioned: advice only.
         return plan.model_copy(update={"advice": mig_advice(self.snapshot, plan)})
@@ -152,6 +176,7 @@ class _Pass:
         draining = {n.id for n in self.snapshot.nodes if n.draining}
         for m in self.snapshot.models:
             reps = self.inv.by_model.get(m.name, [])
+            self.renew(m, reps)
             if not draining and all(r.state != "starting" for r in reps):
                 continue  # the common case: nothing to look at
             counting = sorted(
@@ -160,6 +185,8 @@ class _Pass:
             )
             movers: list[Replica] = []
             for r in counting:
+                if r.id in self.retired:
+                    continue  # already being replaced (rolling update)
                 age = int((self.now - r.created_at).total_seconds())
                 if r.state == "starting" and age > m.load_grace_s:
                     # Still counted in this pass (its room is not free yet): replaced once it
@@ -169,23 +196,173 @@ class _Pass:
                     )
                     self.retire_one(r, m, reason)
                     self.timed_out[m.name] = self.timed_out.get(m.name, 0) + 1
+                    self.stall(m, r)
                 elif draining and any(sh.node in draining for sh in r.shards):
                     movers.append(r)
                     self.retired.add(r.id)
                     self.live[m.name] -= 1
-            if not movers:
-                continue
-            serving = [r for r in movers if r.state == "running"]
-            running_elsewhere = sum(
-                1 for r in counting if r.state == "running" and r.id not in self.retired
+            if movers:
+                self.replace(m, movers, counting, DRAIN)
+
+    def replace(
+        self, m: Model, movers: list[Replica], counting: list[Replica], why: tuple[str, str]
+    ) -> None:
+        """Make-before-break, for drains, rolling updates and consolidation alike: `movers`
+        (already not live) are stopped at once when not serving, and otherwise only once
+        enough replicas elsewhere run to cover the model's desired count."""
+        serving = [r for r in movers if r.state == "running"]
+        running_elsewhere = sum(
+            1 for r in counting if r.state == "running" and r.id not in self.retired
+        )
+        spare = running_elsewhere + len(serving) - self.desired[m.name]
+        for r in movers:
+            if r.state != "running":
+                self.retire_one(r, m, why[0])
+            elif spare > 0:
+                spare -= 1
+                self.retire_one(r, m, why[1])
+
+    def mark(self, m: Model, movers: list[Replica]) -> None:
+        """No longer live: the model grows their replacements in this pass."""
+        for r in movers:
+            self.retired.add(r.id)
+            self.live[m.name] -= 1
+
+    # ------------------------------------------------------------ rolling update, consolidation
+
+    def stall(self, m: Model, r: Replica) -> None:
+        """A replica on the current spec that did not become ready, while older ones still run:
+        the roll-out stops there (the old replicas are kept) until the spec changes again."""
+        specs = self.snapshot.specs.get(m.name) or {}
+        if not r.spec or specs.get(r.profile) != r.spec:
+            return
+        reps = [x for x in self.inv.by_model.get(m.name, []) if x.counts]
+        if outdated(m, reps, specs):
+            self.stalled[m.name] = r.spec
+            self.rollout[m.name] = (
+                f"roll-out stopped: replica {r.id} on the new spec did not become ready "
+                f"within {m.load_grace_s}s; the previous replicas are kept"
             )
-            spare = running_elsewhere + len(serving) - self.desired[m.name]
-            for r in movers:
-                if r.state != "running":
-                    self.retire_one(r, m, "its node is draining and it is not serving yet")
-                elif spare > 0:
-                    spare -= 1
-                    self.retire_one(r, m, "its node is draining; replaced elsewhere")
+
+    def renew(self, m: Model, reps: list[Replica]) -> None:
+        """Rolling update, and moves to a better placement whose replacement already runs or
+        starts. At most settings.rollout_surge replacements start at a time beside the fresh
+        replicas still starting; never below the desired count live (make-before-break)."""
+        counting = [r for r in reps if r.counts and r.id not in self.retired]
+        if not counting:
+            return
+        specs = self.snapshot.specs.get(m.name)
+        old = outdated(m, counting, specs)
+        failed = self.snapshot.stalled.get(m.name)
+        if failed is not None and specs and failed in specs.values():
+            self.stalled[m.name] = failed
+            if old:
+                self.rollout[m.name] = (
+                    f"roll-out stopped: a replica on the new spec did not become ready; "
+                    f"{len(old)} kept on the previous spec (change the model to retry)"
+                )
+            return
+        want = self.desired[m.name]
+        if old:
+            fresh_starting = sum(1 for r in counting if r.state == "starting" and r not in old)
+            n = budget(len(counting), want, self.settings.rollout_surge, fresh_starting, len(old))
+            movers = old[:n]
+            self.mark(m, movers)
+            self.replace(m, movers, counting, ROLL)
+            done = len(counting) - len(old)
+            self.rollout[m.name] = (
+                f"rolling update: {done} on the new spec, {len(old)} on the previous, "
+                f"{len(movers)} being replaced"
+            )
+            return
+        # A better placement already running or starting beside a worse one (a move under
+        # way, or a scale-down): the worse one goes first, and only once the rest cover.
+        extra = len(counting) - want
+        if extra <= 0:
+            return
+        ranked = sorted(counting, key=lambda r: (self.rank(m, r), r.created_at, r.id))
+        best = self.rank(m, ranked[0])
+        worse = [r for r in reversed(ranked) if r.state == "running" and self.rank(m, r) > best]
+        movers = worse[:extra]
+        if movers:
+            self.mark(m, movers)
+            self.replace(m, movers, counting, MOVE)
+            self.rollout[m.name] = f"moving {len(movers)} replica(s) to a better profile"
+
+    def rank(self, m: Model, r: Replica) -> float:
+        """How good a replica's placement is for its model: its profile's place in the list,
+        or for `placement: cheapest` what its devices cost (lower is better)."""
+        found = self.ranks.get(r.id)
+        if found is None:
+            if m.placement == "cheapest":
+                found = self.placer.costs.of(r.shards, self._node)
+            else:
+                found = float(profile_rank(m, r.profile))
+            self.ranks[r.id] = found
+        return found
+
+    def _node(self, node_id: str) -> Node | None:
+        ns = self.inv.nodes.get(node_id)
+        return ns.node if ns is not None else None
+
+    def consolidate(self) -> None:
+        """Start a better-placed replacement for a replica on a worse profile (or a dearer
+        placement), on free room only and after every model had its turn; at most
+        settings.consolidate_per_pass a pass. Never churning: only a strictly better
+        placement, never by preemption, only replicas ready for min_lifetime_s, and not for a
+        model that is held, rolling, or has anything starting."""
+        left = self.settings.consolidate_per_pass
+        if left == 0:
+            return
+        settle = timedelta(seconds=self.settings.min_lifetime_s)
+        tries = 4 * left  # placement trials are not free: a bounded few per pass
+        for m in self.snapshot.models:
+            if left == 0 or tries == 0:
+                break
+            if len(m.profiles) < 2 and m.placement != "cheapest":
+                continue
+            if m.name in self.held or m.name in self.giving_way or m.name in self.rollout:
+                continue
+            reps = [r for r in self.inv.by_model.get(m.name, []) if r.counts]
+            if any(r.id in self.retired or r.state != "running" for r in reps):
+                continue
+            if len(reps) != self.desired[m.name] or any(s.model == m.name for s in self.stops):
+                continue
+            settled = [r for r in reps if r.ready_at and r.ready_at + settle <= self.now]
+            worst = sorted(settled, key=lambda r: (-self.rank(m, r), r.created_at, r.id))
+            if worst and (self.rank(m, worst[0]) > 0 or m.placement == "cheapest"):
+                tries -= 1
+                if self.move(m, worst[0]):
+                    left -= 1
+
+    def move(self, m: Model, r: Replica) -> bool:
+        """Place a replacement for `r` on a strictly better placement, if one fits now."""
+        here = self.rank(m, r)
+        if m.placement == "cheapest":
+            better = m
+        else:
+            ahead = m.profiles[: int(min(here, len(m.profiles)))]
+            better = m.model_copy(update={"profiles": ahead})
+        if not better.profiles:
+            return False
+        fitted = self.placer.place(better, self.inv, explain=False).placement
+        if fitted is None:
+            return False
+        if m.placement == "cheapest" and self.placer.cost(fitted, self.inv) >= here:
+            return False
+        commit(m, fitted, self.inv)
+        self.retired.add(r.id)
+        self.starts.append(
+            StartAction(
+                model=m.name,
+                profile=fitted.profile.name,
+                replica=_new_id(m.name, self.now.isoformat(), self.taken_ids),
+                shards=fitted.shards,
+                reason=f"consolidate: replaces {r.id} (profile {r.profile}) on a better placement",
+            )
+        )
+        self.rollout[m.name] = f"moving {r.id} from profile {r.profile} to {fitted.profile.name}"
+        return True
 
     def retire_one(self, r: Replica, m: Model, reason: str) -> None:
         self.stop(r.id)
