@@ -139,6 +139,7 @@ class _Pass:
         self.pool: VictimPool | None = None  # built on the first preemption attempt only
         self.claimants = {h.for_ for h in self.held.values()}
         self.rollout: dict[str, str] = {}  # model -> progress of its replacements
+        self.rolling: set[str] = set()  # models with replicas replaced by a rolling update
         self.stalled: dict[str, str] = {}  # model -> spec digest whose roll-out failed
         self.ranks: dict[str, float] = {}  # replica -> how good its placement is (lower: better)
 
@@ -256,6 +257,13 @@ class _Pass:
         failed = self.snapshot.stalled.get(m.name)
         if failed is not None and specs and failed in specs.values():
             self.stalled[m.name] = failed
+            # Its failed replacements beyond the desired count go, not the old replicas.
+            extra = len(counting) - self.desired[m.name]
+            for r in sorted(counting, key=lambda r: (r.created_at, r.id), reverse=True):
+                if extra > 0 and r.state == "starting" and r.spec == failed:
+                    extra -= 1
+                    self.retire_one(r, m, "roll-out stopped: its replacement did not start")
+                    self.live[m.name] -= 1
             if old:
                 self.rollout[m.name] = (
                     f"roll-out stopped: a replica on the new spec did not become ready; "
@@ -267,6 +275,8 @@ class _Pass:
             fresh_starting = sum(1 for r in counting if r.state == "starting" and r not in old)
             n = budget(len(counting), want, self.settings.rollout_surge, fresh_starting, len(old))
             movers = old[:n]
+            if movers:
+                self.rolling.add(m.name)
             self.mark(m, movers)
             self.replace(m, movers, counting, ROLL)
             done = len(counting) - len(old)
@@ -434,7 +444,9 @@ class _Pass:
                     profile=out.placement.profile.name,
                     replica=_new_id(m.name, self.now.isoformat(), self.taken_ids),
                     shards=out.placement.shards,
-                    reason=_start_reason(m, self.snapshot.demand.get(m.name), have + placed, want),
+                    reason=_start_reason(m, self.snapshot.demand.get(m.name), have + placed, want)
+                    if m.name not in self.rolling
+                    else "rolling update: a replica on the model's new spec",
                 )
             )
         return None, []

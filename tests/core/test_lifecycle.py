@@ -265,3 +265,13 @@ def test_a_cheapest_model_moves_to_a_cheaper_placement_when_it_frees() -> None:
     ]
     plan = _plan(nodes, on_a100, _model(1, CHEAP, placement="cheapest"), settings=costs)
     assert plan.actions == []
+
+
+def test_a_refused_replacement_goes_and_the_old_replica_stays() -> None:
+    """The builder marks the roll-out stalled when Nomad refused the replacement: the plan
+    stops the replacement (not the old replica, whatever their creation times)."""
+    nodes = [_node("n1", gpus=2)]
+    old = _rep("r-b", "n1", created=NOW)
+    refused = {**_rep("r-a", "n1", state="starting", spec="v2", gpu=1), "created_at": NOW}
+    plan = _plan(nodes, [old, refused], _model(1), specs={"m": {"one": "v2"}}, stalled={"m": "v2"})
+    assert set(_stops(plan)) == {"r-a"} and _starts(plan) == []
