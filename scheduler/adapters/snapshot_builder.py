@@ -87,14 +87,19 @@ def parse_state(entries: list[dict[str, Any]], key: str) -> tuple[dict[str, Hold
         return {}, {}  # our own key; a bad value only loses holds
 
 
-def parse_stalled(entries: list[dict[str, Any]], key: str) -> dict[str, str]:
-    """Roll-outs that failed (model -> spec digest), from the scheduler's state key."""
+def parse_lifecycle(
+    entries: list[dict[str, Any]], key: str
+) -> tuple[dict[str, str], dict[str, str]]:
+    """(failed roll-outs: model -> spec digest, moves: replica -> replacement) from the
+    scheduler's state key."""
     raw = next((e.get("Value") for e in entries if e.get("Key") == key), None)
     try:
         data = json.loads(raw) if raw else {}
-        return {str(k): str(v) for k, v in (data.get("stalled") or {}).items()}
+        stalled = {str(k): str(v) for k, v in (data.get("stalled") or {}).items()}
+        moves = {str(k): str(v) for k, v in (data.get("moves") or {}).items()}
+        return stalled, moves
     except (ValueError, TypeError, AttributeError):
-        return {}  # our own key; a bad value only forgets a failed roll-out
+        return {}, {}  # our own key; a bad value only forgets a failed roll-out or a move
 
 
 def refused_rollouts(
@@ -269,7 +274,7 @@ class SnapshotBuilder:
                 nodes, records_from_kv(entries, self.layout), layout=self.layout
             )
             holds, preempted = parse_state(entries, self.layout.holds)
-            stalled = parse_stalled(entries, self.layout.holds)
+            stalled, moves = parse_lifecycle(entries, self.layout.holds)
         except (NomadError, ConsulError, DemandError) as exc:
             raise ReadFailed(str(exc)) from exc
         healthy = self._healthy({j.model for j in jobs if not j.stopped}, warnings)
@@ -298,6 +303,7 @@ class SnapshotBuilder:
             holds=holds,
             specs=specs,
             stalled=stalled,
+            moves=moves,
         )
         return ClusterView(
             snapshot=snapshot,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import hashlib
 from datetime import timedelta
 
-from scheduler.core.inventory import Inventory, profile_need
-from scheduler.core.lifecycle import budget, outdated, profile_rank
+from scheduler.core.inventory import Inventory, Shape, profile_need
+from scheduler.core.lifecycle import budget, outdated, profile_rank, serving_gpus, spot
 from scheduler.core.mig_advice import mig_advice
 from scheduler.core.models import (
     CLASS_RANK,
@@ -16,6 +16,7 @@ from scheduler.core.models import (
     ModelStatus,
     Node,
     Plan,
+    Profile,
     ProfileTrial,
     Replica,
     Snapshot,
@@ -142,6 +143,8 @@ class _Pass:
         self.rolling: set[str] = set()  # models with replicas replaced by a rolling update
         self.stalled: dict[str, str] = {}  # model -> spec digest whose roll-out failed
         self.ranks: dict[str, float] = {}  # replica -> how good its placement is (lower: better)
+        self.moves: dict[str, str] = {}  # replica -> its replacement, moves under way
+        self.steady: dict[str, bool] = {}  # model -> may its replicas be moved (defragment)
 
     # ------------------------------------------------------------ the pass
 
@@ -150,13 +153,17 @@ class _Pass:
         self.retire()
         self.scale_down()
         statuses: dict[str, ModelStatus] = {}
+        waiting: list[Model] = []
         for m in sorted(self.snapshot.models, key=self.order_key):
             want, have = self.desired[m.name], self.live[m.name]
             pending, tried = self.grow(m) if have < want else (None, [])
+            if pending is not None and tried:
+                waiting.append(m)  # short of room (not held, not waiting for victims)
             statuses[m.name] = ModelStatus(
                 desired=want, live=counted[m.name], pending=pending, tried=tried
             )
         self.consolidate()  # on the free room every model left
+        self.defragment(waiting)
         for name, progress in self.rollout.items():
             statuses[name] = statuses[name].model_copy(update={"rollout": progress})
         self.stops.sort(key=lambda a: a.replica)
@@ -165,6 +172,7 @@ class _Pass:
             models=dict(sorted(statuses.items())),
             holds=self.holds,
             stalled=dict(sorted(self.stalled.items())),
+            moves=dict(sorted(self.moves.items())),
         )
         # Pending MIG demand a drained MIG GPU could serve if re-partitioned: advice only.
         return plan.model_copy(update={"advice": mig_advice(self.snapshot, plan)})
@@ -252,6 +260,16 @@ class _Pass:
         counting = [r for r in reps if r.counts and r.id not in self.retired]
         if not counting:
             return
+        ids = {r.id for r in counting}
+        moving = [r for r in counting if self.snapshot.moves.get(r.id) in ids]
+        if moving:
+            # Moves under way (their replacements still count): each goes once it is covered.
+            for r in moving:
+                self.moves[r.id] = self.snapshot.moves[r.id]
+            self.mark(m, moving)
+            self.replace(m, moving, counting, MOVE)
+            self.rollout[m.name] = f"moving {len(moving)} replica(s) to a better placement"
+            return
         specs = self.snapshot.specs.get(m.name)
         old = outdated(m, counting, specs)
         failed = self.snapshot.stalled.get(m.name)
@@ -326,17 +344,21 @@ class _Pass:
             return
         settle = timedelta(seconds=self.settings.min_lifetime_s)
         tries = 4 * left  # placement trials are not free: a bounded few per pass
+        stopped = {a.model for a in self.stops}
         for m in self.snapshot.models:
             if left == 0 or tries == 0:
                 break
-            if len(m.profiles) < 2 and m.placement != "cheapest":
-                continue
+            every = self.inv.by_model.get(m.name, [])
+            if m.placement != "cheapest":
+                first = m.profiles[0].name
+                if all(r.profile == first for r in every):
+                    continue  # the common case: all on the preferred profile
             if m.name in self.held or m.name in self.giving_way or m.name in self.rollout:
                 continue
-            reps = [r for r in self.inv.by_model.get(m.name, []) if r.counts]
+            reps = [r for r in every if r.counts]
             if any(r.id in self.retired or r.state != "running" for r in reps):
                 continue
-            if len(reps) != self.desired[m.name] or any(s.model == m.name for s in self.stops):
+            if len(reps) != self.desired[m.name] or m.name in stopped:
                 continue
             settled = [r for r in reps if r.ready_at and r.ready_at + settle <= self.now]
             worst = sorted(settled, key=lambda r: (-self.rank(m, r), r.created_at, r.id))
@@ -360,18 +382,141 @@ class _Pass:
             return False
         if m.placement == "cheapest" and self.placer.cost(fitted, self.inv) >= here:
             return False
+        self.start_move(m, r, fitted, f"consolidate: replaces {r.id} (profile {r.profile})")
+        self.rollout[m.name] = f"moving {r.id} from profile {r.profile} to {fitted.profile.name}"
+        return True
+
+    def start_move(self, m: Model, r: Replica, fitted: Placement, reason: str) -> None:
         commit(m, fitted, self.inv)
         self.retired.add(r.id)
+        rid = _new_id(m.name, self.now.isoformat(), self.taken_ids)
+        self.moves[r.id] = rid
         self.starts.append(
             StartAction(
                 model=m.name,
                 profile=fitted.profile.name,
-                replica=_new_id(m.name, self.now.isoformat(), self.taken_ids),
+                replica=rid,
                 shards=fitted.shards,
-                reason=f"consolidate: replaces {r.id} (profile {r.profile}) on a better placement",
+                reason=reason,
             )
         )
-        self.rollout[m.name] = f"moving {r.id} from profile {r.profile} to {fitted.profile.name}"
+
+    def movable(self, r: Replica) -> Model | None:
+        """The model of a replica that may be moved elsewhere (make-before-break) to make room:
+        running and settled on one node, of a model that has exactly what it wants, all of it
+        running, and that is neither held nor being changed."""
+        settle = timedelta(seconds=self.settings.min_lifetime_s)
+        if (
+            r.state != "running"
+            or len(r.shards) != 1
+            or r.id in self.retired
+            or r.id in self.spoken_for
+            or r.ready_at is None
+            or r.ready_at + settle > self.now
+        ):
+            return None
+        if r.model not in self.steady:
+            self.steady[r.model] = self.is_steady(r.model)
+        return self.inv.models[r.model] if self.steady[r.model] else None
+
+    def is_steady(self, name: str) -> bool:
+        m = self.inv.models.get(name)
+        if m is None or name in self.held or name in self.giving_way or name in self.rollout:
+            return False
+        reps = [x for x in self.inv.by_model.get(name, []) if x.counts]
+        return len(reps) == self.desired[name] and all(
+            x.state == "running" and x.id not in self.retired for x in reps
+        )
+
+    def defragment(self, waiting: list[Model]) -> None:
+        """A model short of room whose replica needs several GPUs of one node: where a node is
+        free but for a few small replicas, move those elsewhere (replacements first, on free
+        room), so the node frees whole. Shares consolidate_per_pass; a bounded few tries."""
+        left = self.settings.consolidate_per_pass - sum(
+            1 for a in self.starts if a.reason.startswith("consolidate")
+        )
+        if left <= 0 or not waiting:
+            return
+        # One model a pass (scanning the fleet is not free), a different one each second.
+        turn = int(self.now.timestamp()) % len(waiting)
+        tries = 1
+        for m in waiting[turn:] + waiting[:turn]:
+            if left <= 0 or tries == 0:
+                return
+            p = m.profiles[0]
+            if p.is_mig or p.shards != 1 or p.gpus < 2 or m.name in self.on_their_way:
+                continue
+            if any(a.preempted_for == m.name for a in self.stops):
+                continue  # it preempts for its room instead
+            tries -= 1
+            if self.make_room(m, p):
+                left -= 1
+
+    def make_room(self, m: Model, p: Profile) -> bool:
+        on_node: dict[str, list[Replica]] = {}
+        for r in self.inv.replicas.values():
+            if r.counts and len(r.shards) == 1:
+                on_node.setdefault(r.shards[0].node, []).append(r)
+        kinds_of: dict[Shape, frozenset[tuple[str, float]]] = {}  # GPU kinds p may use
+        best: tuple[int, str, list[tuple[Replica, Model]]] | None = None
+        for nid, here in on_node.items():
+            ns = self.inv.nodes.get(nid)
+            if ns is None or not ns.node.eligible or ns.node.draining:
+                continue
+            if len(ns.free_gpus) + sum(len(r.shards[0].gpus) for r in here) < p.gpus:
+                continue  # cheap bound first: not enough even if everything moved
+            kinds = kinds_of.get(ns.shape)
+            if kinds is None:
+                usable = serving_gpus(ns, p, [g.id for g in ns.node.gpus])
+                ok = {(g.model, g.memory_gb) for g in ns.node.gpus if g.id in usable}
+                kinds = kinds_of[ns.shape] = frozenset(ok if len(usable) >= p.gpus else ())
+            if not kinds:
+                continue
+            free = sum(1 for g in ns.free_gpus if (g.model, g.memory_gb) in kinds)
+            if free >= p.gpus:
+                continue
+            victims: list[tuple[Replica, Model]] = []
+            for r in sorted(here, key=lambda r: (-len(r.shards[0].gpus), r.id)):
+                vm = self.movable(r)
+                if vm is None or vm.name == m.name:
+                    continue
+                victims.append((r, vm))
+                free += len(serving_gpus(ns, p, r.shards[0].gpus))
+                if free >= p.gpus:
+                    break
+            if free >= p.gpus and (best is None or len(victims) < best[0]):
+                best = (len(victims), nid, victims)
+                if len(victims) == 1:
+                    break  # cannot do with fewer
+        if best is None:
+            return False
+        _, nid, victims = best
+        trial = self.inv.clone()
+        for r, _vm in victims:
+            trial.release(r.id)
+        room = spot(trial.nodes[nid], p)
+        if room is None:
+            return False
+        trial.take(m, p, nid, room)  # the spot is the waiting model's: the others go elsewhere
+        moved: list[tuple[Replica, Model, Placement]] = []
+        for r, vm in victims:
+            own = vm.profile(r.profile)
+            if own is None:
+                return False
+            fitted = self.placer.place(
+                vm.model_copy(update={"profiles": [own]}), trial, explain=False
+            ).placement
+            if fitted is None:
+                return False
+            commit(vm, fitted, trial)
+            moved.append((r, vm, fitted))
+        for r, vm, fitted in moved:
+            why = f"consolidate: moves {r.id} off {nid} so that {m.name} fits there whole"
+            self.start_move(vm, r, fitted, why)
+            self.rollout[vm.name] = f"moving {r.id} off {nid} to make room for {m.name}"
+        free_now = [d for d in room if self.inv.is_free(nid, d)]
+        if free_now:
+            self.inv.reserve(nid, free_now)  # kept for the waiting model
         return True
 
     def retire_one(self, r: Replica, m: Model, reason: str) -> None:

@@ -12,7 +12,9 @@ Pure functions of the pass's data: what is "fresh", how many may be replaced at 
 
 from __future__ import annotations
 
-from scheduler.core.models import Model, Replica
+from scheduler.core.inventory import NodeState
+from scheduler.core.models import Model, Profile, Replica
+from scheduler.core.plugins import memory_suffices, model_matches
 
 NO_PROFILE = 1 << 30  # rank of a replica whose profile the model no longer lists
 
@@ -47,3 +49,25 @@ def profile_rank(m: Model, profile: str) -> int:
         if p.name == profile:
             return i
     return NO_PROFILE
+
+
+def serving_gpus(ns: NodeState, p: Profile, ids: list[str]) -> list[str]:
+    """Which of `ids` on a node are whole GPUs the profile could use (model, memory, health)."""
+    wanted = set(ids)
+    return [
+        g.id
+        for g in ns.node.gpus
+        if g.id in wanted
+        and g.mig is None
+        and g.healthy
+        and model_matches(p, g.model)
+        and memory_suffices(p, g.memory_gb)
+    ]
+
+
+def spot(ns: NodeState, p: Profile) -> list[str] | None:
+    """The free GPUs a one-shard profile would take on this node now, or None."""
+    if ns.free_cpu + 1e-9 < p.cpu_cores or ns.free_mem + 1e-9 < p.memory_gb:
+        return None
+    free = serving_gpus(ns, p, [g.id for g in ns.free_gpus])
+    return free[: p.gpus] if len(free) >= p.gpus else None

@@ -282,6 +282,9 @@ class Snapshot(Lenient):
     # model -> the digest whose roll-out failed (a replacement did not become ready): not
     # rolled again until the model's spec changes.
     stalled: dict[str, str] = Field(default_factory=dict)
+    # Replica -> the replacement started to move it (consolidation, defragmentation): it is
+    # stopped once the replacement runs. Handed on by the plan, kept in the state key.
+    moves: dict[str, str] = Field(default_factory=dict)
 
 
 # ---------------------------------------------------------------- plan
@@ -332,6 +335,8 @@ class Plan(Strict):
     advice: list[str] = Field(default_factory=list)
     # Roll-outs that failed, handed on to the next pass (Snapshot.stalled).
     stalled: dict[str, str] = Field(default_factory=dict)
+    # Moves under way (Snapshot.moves): replica -> its replacement.
+    moves: dict[str, str] = Field(default_factory=dict)
 
 
 def to_json(model: BaseModel) -> str:

@@ -269,6 +269,7 @@ class Service:
             "holds": {k: v.model_dump(by_alias=True, mode="json") for k, v in plan.holds.items()},
             "preempted": self.actuator.preempted,
             "stalled": dict(plan.stalled),  # failed roll-outs (issue 16)
+            "moves": dict(plan.moves),  # replicas being moved -> their replacements
         }
         self.status.write(self.layout.holds, state, stamp)
 

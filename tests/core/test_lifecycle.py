@@ -275,3 +275,52 @@ def test_a_refused_replacement_goes_and_the_old_replica_stays() -> None:
     refused = {**_rep("r-a", "n1", state="starting", spec="v2", gpu=1), "created_at": NOW}
     plan = _plan(nodes, [old, refused], _model(1), specs={"m": {"one": "v2"}}, stalled={"m": "v2"})
     assert set(_stops(plan)) == {"r-a"} and _starts(plan) == []
+
+
+def _two_models(nodes: list[dict], replicas: list[dict], **snap: Any) -> Plan:
+    small = {**_model(2), "name": "small"}
+    big = {**_model(1, [{"name": "tp4", "gpus": 4}]), "name": "big"}
+    body = {"now": NOW, "nodes": nodes, "models": [small, big], "replicas": replicas, **snap}
+    return decide(parse_snapshot(body))
+
+
+def test_a_small_replica_fragmenting_a_node_is_moved_so_a_large_one_fits() -> None:
+    """No node has 4 free GPUs because each holds one 1-GPU replica; the small model's
+    replica is moved (make-before-break) to a node the large one could not use anyway."""
+    nodes = [_node("n1", gpus=4), _node("n2", gpus=4), _node("n3", gpus=1)]
+    small = [
+        {**_rep("s1", "n1"), "model": "small"},
+        {**_rep("s2", "n2"), "model": "small"},
+    ]
+    plan = _two_models(nodes, small)
+    (start,) = _starts(plan)
+    assert start.model == "small" and start.shards[0].node == "n3"
+    assert _stops(plan) == {}  # the moved replica serves until its replacement runs
+    moved = next(iter(plan.moves))
+    assert plan.moves == {moved: start.replica}
+    assert plan.models["big"].pending is not None
+    # Its replacement starting: nothing more.
+    new = {**_rep(start.replica, "n3", state="starting"), "model": "small", "created_at": NOW}
+    plan = _two_models(nodes, [*small, new], moves={moved: start.replica})
+    assert plan.actions == [] and plan.moves == {moved: start.replica}
+    # Running: the moved one stops; once it is gone the large model takes its node whole.
+    running = {**new, "state": "running"}
+    plan = _two_models(nodes, [*small, running], moves={moved: start.replica})
+    assert _stops(plan) == {moved: "consolidation: replaced by a replica on a better placement"}
+    rest = [r for r in small if r["id"] != moved]
+    plan = _two_models(nodes, [*rest, running])
+    (start,) = _starts(plan)
+    assert start.model == "big" and start.shards[0].node == ("n1" if moved == "s1" else "n2")
+
+
+def test_no_defragmentation_without_room_elsewhere_or_for_a_settling_replica() -> None:
+    # Packing both small replicas on one node frees the other: a move (next test's setup).
+    nodes = [_node("n1", gpus=4), _node("n2", gpus=4)]
+    small = [{**_rep("s1", "n1"), "model": "small"}, {**_rep("s2", "n2"), "model": "small"}]
+    assert [a.shards[0].node for a in _starts(_two_models(nodes, small))] == ["n2"]
+    # No room elsewhere (n2's other GPUs are another job's): nothing moves.
+    busy = [_node("n1", gpus=4), {**_node("n2", gpus=4), "held": ["n2-g1", "n2-g2", "n2-g3"]}]
+    assert _two_models(busy, small).actions == []
+    nodes3 = [*nodes, _node("n3", gpus=1)]
+    fresh = [{**r, "ready_at": "2026-12-02T09:59:00Z"} for r in small]
+    assert _two_models(nodes3, fresh).actions == []  # ready less than min_lifetime_s ago
