@@ -231,3 +231,35 @@ def test_cheapest_placement_uses_the_cheaper_gpu_type(
     [job] = wait_for(lambda: _running(dc, "qwen"), what="qwen placed")
     assert job["Meta"]["llm_scheduler_profile"] == "a100x2"
     assert _nodes_of(dc, job) == {"node-a"}
+
+
+def test_a_node_fragmented_by_small_replicas_is_freed_for_a_large_one(
+    make_cluster: Any, start_service: Any
+) -> None:
+    """One 1-GPU replica on each 4-GPU node: a 4-GPU model fits nowhere. The scheduler moves
+    a small replica (replacement first), and the large model then gets a node whole."""
+    fleet = _fleet(
+        ("node-1", 4, H100, "dc1", ""),
+        ("node-2", 4, H100, "dc1", ""),
+        ("node-3", 1, H100, "dc1", ""),
+    )
+    dc = make_cluster(fleet)
+    for nid in ("node-2", "node-3"):
+        dc.nomad.set_node_eligibility(nid, False)
+    start_service(dc)
+    small = model_value([{"name": "one", "gpus": 1}], scaling={"min": 1, "max": 2})
+    put(dc, LAYOUT.model_key("small"), small)
+    wait_for(lambda: len(_running(dc, "small")) == 1, what="a small replica on node-1")
+    dc.nomad.set_node_eligibility("node-1", False)
+    dc.nomad.set_node_eligibility("node-2", True)
+    put(dc, LAYOUT.model_key("small"), {**small, "scaling": {"min": 2, "max": 2}})
+    jobs = wait_for(lambda: len(_running(dc, "small")) == 2 and _running(dc, "small"))
+    assert {n for j in jobs for n in _nodes_of(dc, j)} == {"node-1", "node-2"}
+    dc.nomad.set_node_eligibility("node-1", True)
+    dc.nomad.set_node_eligibility("node-3", True)
+    big = model_value([{"name": "tp4", "gpus": 4}], scaling={"min": 1, "max": 1})
+    put(dc, LAYOUT.model_key("big"), big)
+    [job] = wait_for(lambda: _running(dc, "big"), timeout=30, what="the large replica")
+    assert len(_nodes_of(dc, job)) == 1
+    smalls = wait_for(lambda: len(_running(dc, "small")) == 2 and _running(dc, "small"))
+    assert not ({n for j in smalls for n in _nodes_of(dc, j)} & _nodes_of(dc, job))
