@@ -13,7 +13,7 @@ from collections.abc import Callable
 from functools import cache
 from typing import TypeVar
 
-from scheduler.core.models import Node, Settings, Shard
+from scheduler.core.models import Node, Profile, Settings, Shard
 
 T = TypeVar("T")
 
@@ -82,3 +82,14 @@ class Costs:
                     if s.id in wanted and g.memory_gb:
                         total += self.gpu(g.model) * min(1.0, s.memory_gb / g.memory_gb)
         return total
+
+    def variants(self, p: Profile) -> list[Profile]:
+        """The profile narrowed to each GPU type it allows, so the cheapest type is found
+        even where bin-packing would pick a dearer one first: per listed `gpu_models` entry,
+        or per priced type when it allows any; none for a MIG profile or a single type."""
+        if p.is_mig:
+            return []
+        types = p.gpu_models if p.gpu_models is not None else [k for k, _ in self.table]
+        if len(types) < 2 and p.gpu_models is not None:
+            return []
+        return [p.model_copy(update={"gpu_models": [t]}) for t in types]

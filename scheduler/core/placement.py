@@ -363,10 +363,23 @@ class Placer:
         for i, profile in enumerate(model.profiles):
             placement, trial, note = self.place_profile(model, profile, inv)
             if placement is not None and model.placement == "cheapest":
-                # Every profile is tried; the cheapest that fits wins, listed order on a tie.
-                price = self.cost(placement, inv)
-                if cheapest is None or price < cheapest[0]:
-                    cheapest = (price, i, placement)
+                # Every profile is tried, each GPU type it allows on its own; the cheapest
+                # that fits wins, listed order on a tie.
+                found: list[Placement] = [placement]
+                failure = self.failures.get((model.name, profile.name))
+                for variant in self.costs.variants(profile):
+                    narrowed = self.place_profile(model, variant, inv)[0]
+                    if narrowed is not None:
+                        found.append(Placement(profile, narrowed.shards))
+                # A variant's failure is not the profile's (preemption trials read it).
+                if failure is not None:
+                    self.failures[(model.name, profile.name)] = failure
+                else:
+                    self.failures.pop((model.name, profile.name), None)
+                for option in found:
+                    price = self.cost(option, inv)
+                    if cheapest is None or price < cheapest[0]:
+                        cheapest = (price, i, option)
                 continue
             if placement is not None:
                 out.placement = placement

@@ -324,3 +324,19 @@ def test_no_defragmentation_without_room_elsewhere_or_for_a_settling_replica() -
     nodes3 = [*nodes, _node("n3", gpus=1)]
     fresh = [{**r, "ready_at": "2026-12-02T09:59:00Z"} for r in small]
     assert _two_models(nodes3, fresh).actions == []  # ready less than min_lifetime_s ago
+
+
+def test_cheapest_picks_the_cheapest_gpu_type_within_one_profile() -> None:
+    """A profile that runs on any GPU: bin-packing alone takes the tightest node (one H100);
+    `cheapest` takes the A100s, whatever the node order."""
+    nodes = [_node("h", gpus=1), _node("a", gpus=2, model=A100)]
+    costs = {"gpu_costs": {"H100": 4.0, "A100": 1.5}}
+    anywhere = [{"name": "any", "gpus": 1}]
+    (start,) = _starts(_plan(nodes, [], _model(1, anywhere), settings=costs))
+    assert start.shards[0].node == "h"  # preferred: tightest fit
+    plan = _plan(nodes, [], _model(1, anywhere, placement="cheapest"), settings=costs)
+    (start,) = _starts(plan)
+    assert (start.profile, start.shards[0].node) == ("any", "a")
+    listed = [{"name": "two", "gpus": 1, "gpu_models": ["H100", "A100"]}]
+    plan = _plan(nodes, [], _model(1, listed, placement="cheapest"), settings=costs)
+    assert _starts(plan)[0].shards[0].node == "a"

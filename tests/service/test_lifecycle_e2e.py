@@ -117,7 +117,10 @@ def test_changing_the_image_rolls_replicas_make_before_break(
     seen_live: list[int] = []
     seen_jobs: list[int] = []
 
+    progress: set[str] = set()
+
     def rolled() -> bool:
+        progress.add(str((status(cluster, "qwen-2b") or {}).get("rollout")))
         seen_jobs.append(len(our_jobs(cluster, "qwen-2b")))
         running = _running(cluster, "qwen-2b")
         seen_live.append(len(running))
@@ -128,6 +131,7 @@ def test_changing_the_image_rolls_replicas_make_before_break(
     assert {j["Meta"][SPEC_META] for j in new} != old_spec
     assert all(j["TaskGroups"][0]["Tasks"][0]["Config"]["image"] == new_image for j in new)
     assert min(seen_live) >= 2  # make-before-break: never fewer than 2 running
+    assert any(p.startswith("rolling update: ") for p in progress)  # status showed it
     # One at a time: at no moment were more than 3 jobs live (2 desired + surge 1).
     assert max(seen_jobs) == 3
     wait_for(lambda: (status(cluster, "qwen-2b") or {}).get("rollout") is None, what="done")
