@@ -340,3 +340,58 @@ def test_cheapest_picks_the_cheapest_gpu_type_within_one_profile() -> None:
     listed = [{"name": "two", "gpus": 1, "gpu_models": ["H100", "A100"]}]
     plan = _plan(nodes, [], _model(1, listed, placement="cheapest"), settings=costs)
     assert _starts(plan)[0].shards[0].node == "a"
+
+
+def _simulate(
+    nodes: list[dict], replicas: list[dict], model: dict, passes: int, **snap: Any
+) -> list[Plan]:
+    """Run passes as the service would: a start is `starting` in the next pass and `running`
+    in the one after (with the current spec); a stop is gone by the next pass. Failed
+    roll-outs and moves are handed on as the loop hands them on."""
+    specs = snap.get("specs", {})
+    plans: list[Plan] = []
+    reps = [dict(r) for r in replicas]
+    moves: dict[str, str] = {}
+    for _ in range(passes):
+        plan = _plan(nodes, reps, model, moves=moves, **snap)
+        plans.append(plan)
+        moves = dict(plan.moves)
+        gone = set(_stops(plan))
+        reps = [
+            {**r, "state": "running", "ready_at": "2026-12-02T08:00:00Z"}
+            if r["state"] == "starting"
+            else r
+            for r in reps
+            if r["id"] not in gone
+        ]
+        for a in _starts(plan):
+            reps.append(
+                {
+                    "id": a.replica, "model": "m", "profile": a.profile, "state": "starting",
+                    "created_at": NOW, "spec": specs.get("m", {}).get(a.profile, ""),
+                    "shards": [s.model_dump() for s in a.shards],
+                }
+            )  # fmt: skip
+        running = sum(1 for r in reps if r["state"] == "running")
+        assert running >= model["scaling"]["min"], f"fewer than min running after {plan}"
+    return plans
+
+
+def test_a_whole_roll_out_converges_never_below_min_and_then_rests() -> None:
+    nodes = [_node("n1", gpus=4), _node("n2", gpus=4)]
+    old = [_rep(f"r-{i}", "n1", gpu=i) for i in range(4)]
+    plans = _simulate(nodes, old, _model(4), 12, specs={"m": {"one": "v2"}})
+    final = plans[-1]
+    assert final.actions == [] and final.models["m"].rollout is None
+    started = sum(len(_starts(p)) for p in plans)
+    stopped = sum(len(_stops(p)) for p in plans)
+    assert started == 4 and stopped == 4  # each replica replaced exactly once: no churn
+    assert all(len(_starts(p)) <= 1 for p in plans)  # surge 1
+
+
+def test_consolidation_converges_without_churn() -> None:
+    nodes = [_node("h", gpus=2), _node("a", gpus=2, model=A100)]
+    fallback = [_rep("r-a0", "a", profile="a100"), _rep("r-a1", "a", profile="a100", gpu=1)]
+    plans = _simulate(nodes, fallback, _model(2, TWO_PROFILES), 10)
+    assert plans[-1].actions == []
+    assert sum(len(_starts(p)) for p in plans) == 2  # each moved once, never back
