@@ -66,6 +66,7 @@ def test_a_refused_replica_on_the_new_spec_stalls_the_roll_out() -> None:
 
 
 def test_a_node_carries_its_meta_for_topology() -> None:
+    """Node.Meta as /v1/node/:id answers it (fixtures/nomad/node-read.json): strings."""
     body = json.loads((RUNTIME_FIXTURES.parent / "nomad" / "node-read.json").read_text())
     body["Meta"] = {**(body.get("Meta") or {}), "rack": "r12"}
     assert node_from_nomad(body).meta["rack"] == "r12"
