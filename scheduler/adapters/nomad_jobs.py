@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from scheduler.core.models import Model, Node, Replica, Shard, StartAction, rfc3339
+from scheduler.core.models import Model, Node, Profile, Replica, Shard, StartAction, rfc3339
 from scheduler.serving.argv import Wiring, shard_command
 
 MODEL_META = "llm_scheduler_model"
@@ -36,6 +36,8 @@ REPLICA_META = "llm_scheduler_replica"
 CREATED_META = "llm_scheduler_created"
 PREEMPTED_META = "llm_scheduler_preempted_for"
 SHARD_META = "llm_scheduler_shard"
+# Digest of what the replica runs: compared with the model's current one for rolling updates.
+SPEC_META = "llm_scheduler_spec"
 MHZ_PER_CORE = 1000
 TERMINAL_CLIENT = {"complete", "failed", "lost"}
 
@@ -73,6 +75,24 @@ def service_name(model: str) -> str:
     base = re.sub(r"[^a-z0-9-]+", "-", model.lower()).strip("-")
     base = base[: 63 - len(SERVICE_PREFIX) - 10].rstrip("-")
     return f"{SERVICE_PREFIX}{base}-h{digest}" if base else f"{SERVICE_PREFIX}h{digest}"
+
+
+def spec_digest(model: Model, profile: Profile) -> str:
+    """What a replica of `profile` runs, as a short digest: the serve spec (runtime, image,
+    options, ...), the profile itself and the load grace. A change to any of them is a new
+    digest, so the replica is rolled; the order of keys does not matter."""
+    what = {
+        "serve": model.serve.model_dump(mode="json") if model.serve is not None else None,
+        "profile": profile.model_dump(mode="json"),
+        "load_grace_s": model.load_grace_s,
+    }
+    text = json.dumps(what, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def specs_of(models: list[Model]) -> dict[str, dict[str, str]]:
+    """The snapshot's `specs`: per model and profile, the digest a replica started now has."""
+    return {m.name: {p.name: spec_digest(m, p) for p in m.profiles} for m in models}
 
 
 def template_variables(model: Model, image: str) -> str:
@@ -184,6 +204,7 @@ def build_job(
         PROFILE_META: action.profile,
         REPLICA_META: action.replica,
         CREATED_META: rfc3339(created_at),
+        SPEC_META: spec_digest(model, profile),
     }
     nnodes = len(action.shards)
     head = nodes.get(action.shards[0].node) if action.shards else None
@@ -274,6 +295,7 @@ class OwnedJob:
     wish: list[Shard]  # the placement the job asked for
     # Task groups with a service (and so a readiness check): a multi-node replica's head.
     checked_groups: frozenset[str] = field(default_factory=frozenset)
+    spec: str = ""  # SPEC_META: empty for a job written before digests
 
 
 def _parse_time(value: str | None) -> datetime:
@@ -319,6 +341,7 @@ def owned_job(job: dict[str, Any]) -> OwnedJob | None:
         stopped=bool(job.get("Stop")) or job.get("Status") == "dead",
         wish=wish,
         checked_groups=frozenset(checked),
+        spec=str(meta.get(SPEC_META) or ""),
     )
 
 
@@ -400,4 +423,5 @@ def replica_from(
         last_used_at=last_used_at,
         preempted_for=preempted_for or job.preempted_for,
         shards=shards,
+        spec=job.spec,
     )

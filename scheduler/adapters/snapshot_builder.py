@@ -26,6 +26,7 @@ from scheduler.adapters.nomad_jobs import (
     owned_job,
     replica_from,
     service_name,
+    specs_of,
 )
 from scheduler.adapters.nomad_nodes import (
     Usage,
@@ -84,6 +85,38 @@ def parse_state(entries: list[dict[str, Any]], key: str) -> tuple[dict[str, Hold
         return holds, preempted
     except (ValueError, TypeError, AttributeError):
         return {}, {}  # our own key; a bad value only loses holds
+
+
+def parse_lifecycle(
+    entries: list[dict[str, Any]], key: str
+) -> tuple[dict[str, str], dict[str, str]]:
+    """(failed roll-outs: model -> spec digest, moves: replica -> replacement) from the
+    scheduler's state key."""
+    raw = next((e.get("Value") for e in entries if e.get("Key") == key), None)
+    try:
+        data = json.loads(raw) if raw else {}
+        stalled = {str(k): str(v) for k, v in (data.get("stalled") or {}).items()}
+        moves = {str(k): str(v) for k, v in (data.get("moves") or {}).items()}
+        return stalled, moves
+    except (ValueError, TypeError, AttributeError):
+        return {}, {}  # our own key; a bad value only forgets a failed roll-out or a move
+
+
+def refused_rollouts(
+    jobs: list[OwnedJob], faults: dict[str, str], specs: dict[str, dict[str, str]]
+) -> dict[str, str]:
+    """A replica on its model's current spec that Nomad failed (placement refused, devices
+    short) while others of the model still run an older spec: that roll-out stops."""
+    out: dict[str, str] = {}
+    for job in jobs:
+        current = specs.get(job.model, {})
+        if job.replica not in faults or not job.spec or current.get(job.profile) != job.spec:
+            continue
+        if any(
+            j.model == job.model and not j.stopped and j.spec and j.spec != job.spec for j in jobs
+        ):
+            out[job.model] = job.spec
+    return out
 
 
 class SnapshotBuilder:
@@ -241,6 +274,7 @@ class SnapshotBuilder:
                 nodes, records_from_kv(entries, self.layout), layout=self.layout
             )
             holds, preempted = parse_state(entries, self.layout.holds)
+            stalled, moves = parse_lifecycle(entries, self.layout.holds)
         except (NomadError, ConsulError, DemandError) as exc:
             raise ReadFailed(str(exc)) from exc
         healthy = self._healthy({j.model for j in jobs if not j.stopped}, warnings)
@@ -256,6 +290,8 @@ class SnapshotBuilder:
             replicas.append(rep)
             by_replica[rep.id] = job
         names = {m.name for m in models}
+        specs = specs_of([m for m in models if m.serve is not None])
+        stalled.update(refused_rollouts(jobs, faults, specs))
         snapshot = Snapshot(
             now=now,
             settings=cat.settings or Settings(),
@@ -265,6 +301,9 @@ class SnapshotBuilder:
             demand={k: v for k, v in demand.items() if k in names},
             replicas=replicas,
             holds=holds,
+            specs=specs,
+            stalled=stalled,
+            moves=moves,
         )
         return ClusterView(
             snapshot=snapshot,

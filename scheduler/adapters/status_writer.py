@@ -20,6 +20,7 @@ def status_record(
         "desired": status.desired if status else 0,
         "live": status.live if status else sum(1 for r in replicas if r.counts),
         "pending": status.pending if status else None,
+        "rollout": status.rollout if status else None,
         "replicas": [
             {
                 "id": r.id,

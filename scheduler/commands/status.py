@@ -85,7 +85,10 @@ def _status(as_json: bool, prefix: str | None) -> None:
         table.add_row(
             esc(name), str(r.desired), live,
             esc(", ".join(f"{n} {s}" for s, n in sorted(states.items()))),
-            f"[yellow]{esc(r.pending)}[/]" if r.pending else "",
+            "; ".join(
+                [*([f"[yellow]{esc(r.pending)}[/]"] if r.pending else []),
+                 *([f"[cyan]{esc(r.rollout)}[/]"] if r.rollout else [])]
+            ),
             f"[red]{esc(r.last_error)}[/]" if r.last_error else "",
             esc(r.updated_at or ""),
         )  # fmt: skip
@@ -184,6 +187,8 @@ def _dry_run(as_json: bool) -> None:
     for name, s in sorted(plan.models.items()):
         if s.pending:
             console.print(f"[yellow]{esc(name)}[/] pending: {esc(s.pending)}", highlight=False)
+        if s.rollout:
+            console.print(f"[cyan]{esc(name)}[/] {esc(s.rollout)}", highlight=False)
     for line in plan.advice:
         console.print(f"[cyan]advice:[/] {esc(line)}", highlight=False)
     for line in decision.input_errors + decision.warnings:

@@ -8,6 +8,7 @@ from datetime import timedelta
 
 from scheduler.core.fairshare import FairShare
 from scheduler.core.inventory import Inventory, profile_need
+from scheduler.core.lifecycle import Lifecycle
 from scheduler.core.mig_advice import mig_advice
 from scheduler.core.models import (
     CLASS_RANK,
@@ -33,6 +34,12 @@ from scheduler.core.preemption import (
     within_guarantee,
 )
 from scheduler.core.scaling import desired_replicas
+
+# Why a replaced replica stops: (when it is not serving yet, once others cover for it).
+DRAIN = (
+    "its node is draining and it is not serving yet",
+    "its node is draining; replaced elsewhere",
+)
 
 OrderKey = tuple[bool, bool, tuple[int, bool, int, float, str]]
 
@@ -79,7 +86,7 @@ def _hold_back(inv: Inventory, future: list[Placement]) -> None:
                 inv.reserve(sh.node, free)
 
 
-class _Pass:
+class _Pass(Lifecycle):
     """The working state of one pass; `run()` is the whole of it, in order."""
 
     def __init__(self, snapshot: Snapshot, extra: Plugins) -> None:
@@ -91,6 +98,7 @@ class _Pass:
             default_scorers() + list(extra.scorers),
             len(snapshot.nodes),
             extra=bool(extra.filters),
+            settings=self.settings,
         )
         self.inv = inv = Inventory.build(snapshot)
         grace = self.settings.eviction_grace_s
@@ -143,6 +151,12 @@ class _Pass:
         self.owing = False  # in the guarantee phase
         self.needs: dict[str, tuple[float, float, float]] = {}  # first profile's, by model
         self.held_back: dict[str, str] = {}  # why room that could be made was not
+        self.rollout: dict[str, str] = {}  # model -> progress of its replacements
+        self.rolling: set[str] = set()  # models with replicas replaced by a rolling update
+        self.stalled: dict[str, str] = {}  # model -> spec digest whose roll-out failed
+        self.ranks: dict[str, float] = {}  # replica -> how good its placement is (lower: better)
+        self.moves: dict[str, str] = {}  # replica -> its replacement, moves under way
+        self.steady: dict[str, bool] = {}  # model -> may its replicas be moved (defragment)
 
     # ------------------------------------------------------------ the pass
 
@@ -160,16 +174,25 @@ class _Pass:
             for m in order:
                 self.turn(m, None)
         statuses: dict[str, ModelStatus] = {}
-        for m in self.snapshot.models:
+        waiting: list[Model] = []
+        for m in order:
             pending, tried = self.outcome.get(m.name, (None, []))
+            if pending is not None and tried:
+                waiting.append(m)  # short of room (not held, not waiting for victims)
             statuses[m.name] = ModelStatus(
                 desired=self.desired[m.name], live=counted[m.name], pending=pending, tried=tried
             )
+        self.consolidate()  # on the free room every model left
+        self.defragment(waiting)
+        for name, progress in self.rollout.items():
+            statuses[name] = statuses[name].model_copy(update={"rollout": progress})
         self.stops.sort(key=lambda a: a.replica)
         plan = Plan(
             actions=[*self.stops, *self.starts],
             models=dict(sorted(statuses.items())),
             holds=self.holds,
+            stalled=dict(sorted(self.stalled.items())),
+            moves=dict(sorted(self.moves.items())),
         )
         # Pending MIG demand a drained MIG GPU could serve if re-partitioned: advice only.
         return plan.model_copy(update={"advice": mig_advice(self.snapshot, plan)})
@@ -182,6 +205,7 @@ class _Pass:
         draining = {n.id for n in self.snapshot.nodes if n.draining}
         for m in self.snapshot.models:
             reps = self.inv.by_model.get(m.name, [])
+            self.renew(m, reps)
             if not draining and all(r.state != "starting" for r in reps):
                 continue  # the common case: nothing to look at
             # A replica of a removed profile is not counted already; replace_stale sees to it.
@@ -191,6 +215,8 @@ class _Pass:
             )
             movers: list[Replica] = []
             for r in counting:
+                if r.id in self.retired:
+                    continue  # already being replaced (rolling update)
                 age = int((self.now - r.created_at).total_seconds())
                 if r.state == "starting" and age > m.load_grace_s:
                     # Still counted in this pass (its room is not free yet): replaced once it
@@ -200,23 +226,40 @@ class _Pass:
                     )
                     self.retire_one(r, m, reason)
                     self.timed_out[m.name] = self.timed_out.get(m.name, 0) + 1
+                    self.stall(m, r)
                 elif draining and any(sh.node in draining for sh in r.shards):
                     movers.append(r)
                     self.retired.add(r.id)
                     self.live[m.name] -= 1
-            if not movers:
-                continue
-            serving = [r for r in movers if r.state == "running"]
-            running_elsewhere = sum(
-                1 for r in counting if r.state == "running" and r.id not in self.retired
-            )
-            spare = running_elsewhere + len(serving) - self.desired[m.name]
-            for r in movers:
-                if r.state != "running":
-                    self.retire_one(r, m, "its node is draining and it is not serving yet")
-                elif spare > 0:
-                    spare -= 1
-                    self.retire_one(r, m, "its node is draining; replaced elsewhere")
+            if movers:
+                self.replace(m, movers, counting, DRAIN)
+
+    def replace(
+        self, m: Model, movers: list[Replica], counting: list[Replica], why: tuple[str, str]
+    ) -> None:
+        """Make-before-break, for drains, rolling updates and consolidation alike: `movers`
+        (already not live) are stopped at once when not serving, and otherwise only once
+        enough replicas elsewhere run to cover the model's desired count."""
+        serving = [r for r in movers if r.state == "running"]
+        running_elsewhere = sum(
+            1 for r in counting if r.state == "running" and r.id not in self.retired
+        )
+        spare = running_elsewhere + len(serving) - self.desired[m.name]
+        for r in movers:
+            if r.state != "running":
+                self.retire_one(r, m, why[0])
+            elif spare > 0:
+                spare -= 1
+                self.retire_one(r, m, why[1])
+
+    def mark(self, m: Model, movers: list[Replica]) -> None:
+        """No longer live: the model grows their replacements in this pass."""
+        for r in movers:
+            self.retired.add(r.id)
+            self.live[m.name] -= 1
+
+    def new_id(self, model: str) -> str:
+        return _new_id(model, self.now.isoformat(), self.taken_ids)
 
     def retire_one(self, r: Replica, m: Model, reason: str) -> None:
         self.stop(r.id)
@@ -373,7 +416,9 @@ class _Pass:
                     profile=out.placement.profile.name,
                     replica=_new_id(m.name, self.now.isoformat(), self.taken_ids),
                     shards=out.placement.shards,
-                    reason=_start_reason(m, self.snapshot.demand.get(m.name), have + placed, want),
+                    reason=_start_reason(m, self.snapshot.demand.get(m.name), have + placed, want)
+                    if m.name not in self.rolling
+                    else "rolling update: a replica on the model's new spec",
                 )
             )
         return None, []

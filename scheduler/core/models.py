@@ -47,6 +47,18 @@ class Settings(Strict):
     min_lifetime_s: Annotated[int, Field(ge=0)] = 600
     preempt_hold_s: Annotated[int, Field(ge=0)] = 300
     max_victims: Annotated[int, Field(ge=0, le=64)] = 3
+    # Rolling updates: replacements of a model started ahead of the replicas they replace
+    # (make-before-break), at most this many at a time.
+    rollout_surge: Annotated[int, Field(ge=1, le=64)] = 1
+    # Replicas moved per pass to a better profile (consolidation); 0 turns it off.
+    consolidate_per_pass: Annotated[int, Field(ge=0, le=64)] = 1
+    # Cost of one GPU by GPU model name, matched by substring as gpu_models is (the longest
+    # match wins); a GPU no key matches costs default_gpu_cost. Read by `placement: cheapest`.
+    gpu_costs: dict[str, NonNegFloat] = Field(default_factory=dict)
+    default_gpu_cost: NonNegFloat = 1.0
+    # The Nomad node meta key that names a node's topology group (rack), for the locality
+    # of multi-node replicas.
+    topology_key: Annotated[str, Field(min_length=1, max_length=128)] = "rack"
 
 
 # ---------------------------------------------------------------- fleet
@@ -88,6 +100,8 @@ class Node(Lenient):
     # Being drained: ineligible for anything new, and its replicas are moved elsewhere
     # (make-before-break) where room allows.
     draining: bool = False
+    # The Nomad node's Meta: the topology group of settings.topology_key is read from it.
+    meta: dict[str, str] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _unique_device_ids(self) -> Node:
@@ -128,6 +142,9 @@ class Profile(Strict):
     # CPU and memory are per shard.
     cpu_cores: NonNegFloat = 0
     memory_gb: NonNegFloat = 0
+    # Multi-node replicas: shards in one datacenter, then in one topology group (node meta
+    # settings.topology_key). `preferred` falls back to any nodes; `required` waits for them.
+    locality: Literal["none", "preferred", "required"] = "preferred"
 
     @model_validator(mode="after")
     def _mig_is_single(self) -> Profile:
@@ -158,6 +175,9 @@ class Model(Strict):
     # How long a replica may take from registration to passing its readiness check (weights
     # download, load, compile). Sizes the job's health-check grace and the starting time-out.
     load_grace_s: Annotated[int, Field(ge=30, le=86400)] = 1800
+    # `preferred`: profiles in listed order. `cheapest`: among the profiles that fit, the one
+    # whose GPUs cost least (settings.gpu_costs); listed order breaks ties.
+    placement: Literal["preferred", "cheapest"] = "preferred"
 
     @model_validator(mode="before")
     @classmethod
@@ -240,6 +260,9 @@ class Replica(Lenient):
     last_used_at: AwareDatetime | None = None
     preempted_for: str | None = None
     shards: list[Shard] = Field(default_factory=list)
+    # Digest of what the replica runs (serve spec, profile, load grace), from its job's Meta;
+    # empty when unknown (a job written before digests): such a replica is never rolled.
+    spec: str = ""
 
     @property
     def counts(self) -> bool:
@@ -261,6 +284,15 @@ class Snapshot(Lenient):
     demand: dict[str, Demand] = Field(default_factory=dict)
     replicas: list[Replica] = Field(default_factory=list)
     holds: dict[str, Hold] = Field(default_factory=dict)
+    # model -> profile -> digest of what a replica started now would run (computed by the
+    # adapter; the core only compares). A model absent here is never rolled.
+    specs: dict[str, dict[str, str]] = Field(default_factory=dict)
+    # model -> the digest whose roll-out failed (a replacement did not become ready): not
+    # rolled again until the model's spec changes.
+    stalled: dict[str, str] = Field(default_factory=dict)
+    # Replica -> the replacement started to move it (consolidation, defragmentation): it is
+    # stopped once the replacement runs. Handed on by the plan, kept in the state key.
+    moves: dict[str, str] = Field(default_factory=dict)
 
 
 # ---------------------------------------------------------------- plan
@@ -299,6 +331,8 @@ class ModelStatus(Strict):
     live: int
     pending: str | None = None
     tried: list[ProfileTrial] = Field(default_factory=list)
+    # A rolling update or a move to a better profile under way, or a stopped roll-out.
+    rollout: str | None = None
 
 
 class Plan(Strict):
@@ -307,6 +341,10 @@ class Plan(Strict):
     holds: dict[str, Hold] = Field(default_factory=dict)
     # Advice for operators, e.g. which drained MIG GPU to re-partition (issue 6).
     advice: list[str] = Field(default_factory=list)
+    # Roll-outs that failed, handed on to the next pass (Snapshot.stalled).
+    stalled: dict[str, str] = Field(default_factory=dict)
+    # Moves under way (Snapshot.moves): replica -> its replacement.
+    moves: dict[str, str] = Field(default_factory=dict)
 
 
 def to_json(model: BaseModel) -> str:

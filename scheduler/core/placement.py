@@ -15,7 +15,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from scheduler.core.inventory import Inventory, NodeState, Shape, profile_need
-from scheduler.core.models import Model, Profile, ProfileTrial, Shard
+from scheduler.core.locality import Costs, colocated
+from scheduler.core.models import Model, Node, Profile, ProfileTrial, Settings, Shard
 from scheduler.core.plugins import (
     Choice,
     Filter,
@@ -89,8 +90,16 @@ class Placer:
     """The filter and score chain for one pass, with what it learns along the way."""
 
     def __init__(
-        self, filters: list[Filter], scorers: list[Scorer], n_nodes: int, extra: bool
+        self,
+        filters: list[Filter],
+        scorers: list[Scorer],
+        n_nodes: int,
+        extra: bool,
+        settings: Settings | None = None,
     ) -> None:
+        settings = settings or Settings()
+        self.topology_key = settings.topology_key
+        self.costs = Costs(settings)
         self.static = [f for f in filters if is_static(f)]
         self.dynamic = [f for f in filters if not is_static(f)]
         self.scorers = scorers
@@ -250,6 +259,8 @@ class Placer:
             return None, ProfileTrial(profile=profile.name, note=block), block
         want = self.limit + profile.shards - 1
         fits = self._feasible(ctx, inv, inv.candidate_nodes(profile), want)
+        if profile.shards > 1 and profile.locality != "none" and len(fits) >= profile.shards:
+            fits = self._local(ctx, inv, fits)
         if len(fits) >= profile.shards:
             scored = sorted(
                 (
@@ -264,6 +275,31 @@ class Placer:
             inv.version, [nid for nid, _ in fits], False
         )
         return None, ProfileTrial(profile=profile.name), _sentence(profile, len(fits), {})
+
+    def _local(
+        self, ctx: PlaceContext, inv: Inventory, fits: list[tuple[str, Choice]]
+    ) -> list[tuple[str, Choice]]:
+        """The feasible nodes of one datacenter (and topology group) that can hold every
+        shard. The first few nodes of the walk usually are; else the whole fleet is looked at.
+        With `required` locality and no such group: none (the profile does not fit)."""
+        p = ctx.profile
+
+        def node_of(nid: str) -> Node:
+            return inv.nodes[nid].node
+
+        # One topology group among the first few: the common case, nothing more to walk.
+        group = colocated(fits, node_of, p.shards, self.topology_key, True)
+        if group is not None:
+            return group
+        every = self._feasible(ctx, inv, inv.candidate_nodes(p), len(inv.nodes))
+        required = p.locality == "required"
+        group = colocated(every, node_of, p.shards, self.topology_key, required)
+        if group is None:
+            return [] if required else fits
+        return group[: self.limit + p.shards - 1]
+
+    def cost(self, placement: Placement, inv: Inventory) -> float:
+        return self.costs.of(placement.shards, lambda nid: _node(inv, nid))
 
     def _explain(self, ctx: PlaceContext, inv: Inventory) -> dict[str, int]:
         """How many nodes said no for which reason. Worked out once per profile shape and then
@@ -342,12 +378,35 @@ class Placer:
         Why each profile fell short is worked out only once none fits (then nothing changed)."""
         out = Outcome(None)
         tried: list[tuple[Profile, ProfileTrial, str]] = []
-        for profile in model.profiles:
+        cheapest: tuple[float, int, Placement] | None = None
+        for i, profile in enumerate(model.profiles):
             placement, trial, note = self.place_profile(model, profile, inv)
+            if placement is not None and model.placement == "cheapest":
+                # Every profile is tried, each GPU type it allows on its own; the cheapest
+                # that fits wins, listed order on a tie.
+                found: list[Placement] = [placement]
+                failure = self.failures.get((model.name, profile.name))
+                for variant in self.costs.variants(profile):
+                    narrowed = self.place_profile(model, variant, inv)[0]
+                    if narrowed is not None:
+                        found.append(Placement(profile, narrowed.shards))
+                # A variant's failure is not the profile's (preemption trials read it).
+                if failure is not None:
+                    self.failures[(model.name, profile.name)] = failure
+                else:
+                    self.failures.pop((model.name, profile.name), None)
+                for option in found:
+                    price = self.cost(option, inv)
+                    if cheapest is None or price < cheapest[0]:
+                        cheapest = (price, i, option)
+                continue
             if placement is not None:
                 out.placement = placement
                 return out
             tried.append((profile, trial, note))
+        if cheapest is not None:
+            out.placement = cheapest[2]
+            return out
         for profile, trial, note in tried:
             if explain and trial.note is None:  # not a quota: say which nodes lacked what
                 short = self._explain(PlaceContext(model, profile), inv)
@@ -374,6 +433,11 @@ def _sentence(profile: Profile, n_fits: int, short: dict[str, int]) -> str:
     if total:
         text += f" (short on {total} node{'s' if total != 1 else ''}: {parts})"
     return text
+
+
+def _node(inv: Inventory, node_id: str) -> Node | None:
+    ns = inv.nodes.get(node_id)
+    return ns.node if ns is not None else None
 
 
 def commit(model: Model, placement: Placement, inv: Inventory) -> None:

@@ -31,6 +31,7 @@ class StatusRecord(BaseModel):
     last_error: str | None = None
     updated_at: str | None = None
     tried: list[ProfileTrial] | None = None
+    rollout: str | None = None  # a rolling update or move under way, or a stopped roll-out
 
 
 @dataclass

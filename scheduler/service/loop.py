@@ -268,6 +268,8 @@ class Service:
         state = {
             "holds": {k: v.model_dump(by_alias=True, mode="json") for k, v in plan.holds.items()},
             "preempted": self.actuator.preempted,
+            "stalled": dict(plan.stalled),  # failed roll-outs (issue 16)
+            "moves": dict(plan.moves),  # replicas being moved -> their replacements
         }
         self.status.write(self.layout.holds, state, stamp)
 

@@ -14,11 +14,7 @@ import os
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
-
-from scheduler.core.decide import decide
-from scheduler.core.models import Plan, Snapshot
-from scheduler.core.validate import parse_snapshot
-from tests.core.test_core_properties import (
+from test_core_properties import (
     Scenario,
     check_all,
     dump,
@@ -27,6 +23,10 @@ from tests.core.test_core_properties import (
     step,
     ts,
 )
+
+from scheduler.core.decide import decide
+from scheduler.core.models import Plan, Snapshot
+from scheduler.core.validate import parse_snapshot
 
 HUNT = int(os.environ.get("LLM_SCHEDULER_HUNT", "0"))
 DEFAULT = {"eviction_grace_s": 300, "min_lifetime_s": 600, "preempt_hold_s": 300, "max_victims": 3}

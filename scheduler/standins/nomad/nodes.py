@@ -86,6 +86,8 @@ class NodeRecord:
         islands = nvlink_groups(self.node)
         if islands:
             meta["nvlink.groups"] = islands
+        # The client's `meta { rack = "r1" }` (client config), as Node.Meta carries it.
+        meta.update(self.node.meta)
         return meta
 
 
