@@ -9,7 +9,6 @@ from scheduler.core.inventory import Inventory, profile_need
 from scheduler.core.mig_advice import mig_advice
 from scheduler.core.models import (
     CLASS_RANK,
-    Demand,
     Hold,
     Model,
     ModelStatus,
@@ -23,7 +22,7 @@ from scheduler.core.models import (
 from scheduler.core.placement import Placement, Placer, commit
 from scheduler.core.plugins import Plugins, default_filters, default_scorers
 from scheduler.core.preemption import VictimPool, choose, within_guarantee
-from scheduler.core.scaling import desired_replicas
+from scheduler.core.scaling import Want, want
 
 OrderKey = tuple[bool, bool, tuple[int, bool, int, float, str]]
 
@@ -55,10 +54,9 @@ def _order_key(m: Model, live: int, reach: int) -> tuple[int, bool, int, float, 
     )
 
 
-def _start_reason(m: Model, demand: Demand | None, count: int, want: int) -> str:
-    load = demand.inflight + demand.queued if demand is not None else 0
-    why = f"{load} requests" if load else f"minimum {m.scaling.min}"
-    return f"scale up: {why}, {count} of {want} replicas"
+def _start_reason(m: Model, w: Want, count: int) -> str:
+    # "scale up: 3 replicas: ttft p90 840 ms > 500 ms objective (...), 2 of 3 replicas"
+    return f"scale up: {w.why}, {count} of {w.count} replicas"
 
 
 def _hold_back(inv: Inventory, future: list[Placement]) -> None:
@@ -84,13 +82,22 @@ class _Pass:
             extra=bool(extra.filters),
         )
         self.inv = inv = Inventory.build(snapshot)
-        grace = self.settings.eviction_grace_s
         self.desired: dict[str, int] = {}
+        self.wants: dict[str, Want] = {}
         self.live: dict[str, int] = {}
         for m in snapshot.models:
             reps = inv.by_model.get(m.name, [])
-            demand = snapshot.demand.get(m.name)
-            self.desired[m.name] = desired_replicas(m, demand, reps, self.now, grace)
+            w = want(
+                m,
+                snapshot.demand.get(m.name),
+                snapshot.load.get(m.name),
+                reps,
+                snapshot.recent_desired.get(m.name, []),
+                self.now,
+                self.settings,
+            )
+            self.wants[m.name] = w
+            self.desired[m.name] = w.count
             self.live[m.name] = inv.live_count.get(m.name, 0)
         self.taken_ids = set(inv.replicas)
         self.stops: list[StopAction] = []
@@ -127,7 +134,15 @@ class _Pass:
         for m in sorted(self.snapshot.models, key=self.order_key):
             want, have = self.desired[m.name], self.live[m.name]
             pending, tried = self.grow(m) if have < want else (None, [])
-            statuses[m.name] = ModelStatus(desired=want, live=have, pending=pending, tried=tried)
+            w = self.wants[m.name]
+            statuses[m.name] = ModelStatus(
+                desired=want,
+                live=have,
+                pending=pending,
+                tried=tried,
+                why=w.why,
+                recommended=w.recommended,
+            )
         self.stops.sort(key=lambda a: a.replica)
         plan = Plan(
             actions=[*self.stops, *self.starts],
@@ -151,7 +166,7 @@ class _Pass:
             )
             for r in reps[: have - want]:
                 self.stop(r.id)
-                reason = f"scale down: {have} live, {want} desired"
+                reason = f"scale down: {have} live, {self.wants[m.name].why}"
                 self.stops.append(StopAction(replica=r.id, model=m.name, reason=reason))
 
     def order_key(self, m: Model) -> OrderKey:
@@ -197,7 +212,7 @@ class _Pass:
                     profile=out.placement.profile.name,
                     replica=_new_id(m.name, self.now.isoformat(), self.taken_ids),
                     shards=out.placement.shards,
-                    reason=_start_reason(m, self.snapshot.demand.get(m.name), have + placed, want),
+                    reason=_start_reason(m, self.wants[m.name], have + placed),
                 )
             )
         return None, []

@@ -95,4 +95,6 @@ def settings(speed: float) -> Settings:
         min_lifetime_s=max(1, round(6 / speed)),
         preempt_hold_s=max(1, round(15 / speed)),
         max_victims=3,
+        # 300 s in production; a demo minute is short, so a few seconds show the rule.
+        scale_down_window_s=max(1, round(8 / speed)),
     )

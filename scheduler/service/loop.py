@@ -36,7 +36,7 @@ from scheduler.adapters.snapshot_builder import ClusterView, ReadFailed, Snapsho
 from scheduler.adapters.status_writer import StatusWriter, status_record
 from scheduler.core.decide import decide
 from scheduler.core.models import Plan, StartAction, StopAction, rfc3339, to_json
-from scheduler.plugins import demand_source, placement_plugins
+from scheduler.plugins import demand_source, placement_plugins, signal_source
 from scheduler.service.actuator import Actuator
 from scheduler.service.collector import collector_paused
 from scheduler.service.config import ServiceConfig
@@ -67,6 +67,7 @@ class Service:
             self.consul,
             self.layout,
             demand_source=demand_source(config),
+            signal_source=signal_source(config),
             max_value_bytes=config.max_value_bytes,
         )
         self.actuator = Actuator(
@@ -212,6 +213,7 @@ class Service:
             self.actuator.preempted = {**view.preempted, **self.actuator.preempted}
             with tracer.start_as_current_span("decide"), collector_paused():
                 plan = decide(view.snapshot, self.plugins)
+            self.builder.remember(view.snapshot, plan)  # for the scale-down window (issue 18)
             self._log_input_errors(view)
             leader = self.leader.is_leader
             span.set_attribute("leader", leader)
