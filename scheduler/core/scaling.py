@@ -134,8 +134,10 @@ def want(
     raw = winner.count if winner else 0
     count = min(max(raw, sc.min), sc.max)
     head: str | None = None
-    if winner is None or count != raw:
-        head = f"minimum {sc.min}" if count > raw else f"maximum {sc.max}"
+    if winner is None or count > raw:
+        head = f"minimum {sc.min}"
+    elif count < raw:
+        head = f"maximum {sc.max}, {winner.headline}"
     busy = (demand is not None and demand.inflight + demand.queued > 0) or bool(
         load is not None and ((load.running or 0) + (load.waiting or 0)) > 0
     )

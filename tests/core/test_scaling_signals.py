@@ -109,7 +109,8 @@ def test_clamped_and_said_so() -> None:
     w = want(
         _model(max=3), None, Load(ttft_p90_ms=5000, reporting=2), _reps(2), [], NOW, Settings()
     )
-    assert w.count == 3 and w.why.startswith("3 replicas: maximum 3")
+    assert w.count == 3
+    assert w.why == "3 replicas: maximum 3, ttft p90 5000 ms > 500 ms objective"
 
 
 def test_incomplete_metrics_never_scale_down() -> None:

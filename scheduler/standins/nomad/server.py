@@ -6,7 +6,7 @@ import json
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -24,6 +24,9 @@ from scheduler.standins.nomad.state import CasError, Cluster
 from scheduler.standins.nomad.views import alloc_stub, eval_stub
 from scheduler.standins.registry import CheckStatus, ServiceRegistry
 from scheduler.standins.runner import RunningServer, serve_in_thread
+
+if TYPE_CHECKING:
+    from scheduler.standins.model_server import ModelServers
 
 Handler = Callable[[Request], Awaitable[Response]]
 
@@ -92,6 +95,7 @@ class NomadStandin:
         datacenter: str = "dc1",
         seed: int | None = None,
         stop_delay_s: float = 0.0,
+        model_servers: ModelServers | None = None,
     ) -> None:
         """`load_delay_s`: how long allocations stay pending; `stop_delay_s`: how long a
         stopped running allocation keeps ClientStatus running (0: complete at once);
@@ -103,6 +107,7 @@ class NomadStandin:
             region=region,
             seed=seed,
             stop_delay_s=stop_delay_s,
+            model_servers=model_servers,
         )
         self.region = region
         self.datacenter = datacenter

@@ -7,12 +7,13 @@ timers) and apply them before releasing it, so Consul sees them in the order the
 from __future__ import annotations
 
 import copy
+import json
 import random
 import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scheduler.core.models import Node
 from scheduler.standins.nomad import views
@@ -24,6 +25,9 @@ from scheduler.standins.nomad.nodes import MHZ_PER_CORE, NodeRecord, node_full, 
 from scheduler.standins.nomad.placement import Metrics, NodeView, claim, place
 from scheduler.standins.nomad.watch import ChangeFeed
 from scheduler.standins.registry import CheckStatus, ServiceInstance, ServiceRegistry
+
+if TYPE_CHECKING:
+    from scheduler.standins.model_server import ModelServers
 
 TERMINAL_CLIENT = {"complete", "failed", "lost"}
 ALLOC_NOT_NEEDED = "alloc not needed due to job update"
@@ -74,6 +78,7 @@ class Cluster:
         region: str,
         seed: int | None = None,
         stop_delay_s: float = 0.0,
+        model_servers: ModelServers | None = None,
     ) -> None:
         ids = [n.id for n in fleet]
         dupes = sorted({i for i in ids if ids.count(i) > 1})
@@ -100,6 +105,8 @@ class Cluster:
         self._services: dict[str, list[str]] = {}  # alloc id -> registered service ids
         self._timers: dict[str, threading.Timer] = {}
         self._closed = False
+        # Issue 18: a stand-in model server for each running allocation that serves HTTP.
+        self.model_servers = model_servers
 
     # ------------------------------------------------------------ index
 
@@ -688,6 +695,7 @@ class Cluster:
                 ]
             alloc["ClientStatus"] = "running"
             alloc["ClientDescription"] = "Tasks are running"
+            self._serve_model(alloc)
             self._touch(alloc)
             alloc["DeploymentStatus"] = {
                 "Canary": False,
@@ -702,6 +710,33 @@ class Cluster:
                 self._refresh_status(job)
                 self._bump("jobs")
             self._apply(effects)
+
+    def _serve_model(self, alloc: dict[str, Any]) -> None:
+        """Start a stand-in model server for an allocation whose group has an `http` port and a
+        service (a multi-node replica's head). Every stand-in server listens on loopback, so the
+        allocation reports 127.0.0.1 and the port actually bound, where Nomad would report the
+        node's address and the port it picked."""
+        if self.model_servers is None:
+            return
+        shared = alloc["AllocatedResources"]["Shared"]
+        http = next((p for p in shared.get("Ports") or [] if p.get("Label") == "http"), None)
+        group = next(g for g in alloc["Job"]["TaskGroups"] if g["Name"] == alloc["TaskGroup"])
+        services = group.get("Services") or [
+            s for t in group["Tasks"] for s in t.get("Services") or []
+        ]
+        if http is None or not services:
+            return
+        # The scheduler's job Meta names the model (its served name); else the job id.
+        model = str((alloc["Job"].get("Meta") or {}).get("llm_scheduler_model") or alloc["JobID"])
+        configs = json.dumps([t.get("Config") for t in group["Tasks"]], default=str)
+        runtime = "sglang" if "sglang" in configs else "vllm"
+        port = self.model_servers.start(alloc["ID"], model, runtime)
+        http["Value"], http["HostIP"] = port, "127.0.0.1"
+        for net in shared.get("Networks") or []:
+            net["IP"] = "127.0.0.1"
+            for dyn in net.get("DynamicPorts") or []:
+                if dyn.get("Label") == "http":
+                    dyn["Value"] = port
 
     def _stop_alloc(
         self,
@@ -755,6 +790,8 @@ class Cluster:
                 ]
         self._touch(alloc)
         effects.deregister += self._services.pop(alloc["ID"], [])
+        if self.model_servers is not None:
+            self.model_servers.stop(alloc["ID"])
 
     def stop_allocation(self, alloc_id: str) -> dict[str, Any]:
         """POST /v1/allocation/<id>/stop: stop it; the job's evaluation places a replacement."""
