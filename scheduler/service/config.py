@@ -45,6 +45,9 @@ class ServiceConfig(BaseSettings):
     scrape_timeout_s: float = Field(2.0, gt=0)
     # Latency percentiles cover the buckets observed over this window.
     signal_window_s: float = Field(60.0, gt=0)
+    # With signals on, a pass runs at least this often: a broken objective changes nothing the
+    # watches see, so only a pass notices it.
+    signal_interval_s: float = Field(2.0, gt=0)
     jobspec_dir: str | None = None
     image_vllm: str = "vllm/vllm-openai:latest"
     image_sglang: str = "lmsysorg/sglang:latest"

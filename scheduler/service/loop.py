@@ -185,7 +185,7 @@ class Service:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            woke = self._changed.wait(timeout=self.config.pass_interval_s)
+            woke = self._changed.wait(timeout=self._interval())
             if self._stop.is_set():
                 break
             if woke and self.config.debounce_s:
@@ -195,6 +195,11 @@ class Service:
                 self.run_pass()
             except Exception:  # one broken pass must not end the service
                 log.exception("pass_crashed")
+
+    def _interval(self) -> float:
+        if self.builder.signal_source is None:
+            return self.config.pass_interval_s
+        return min(self.config.pass_interval_s, self.config.signal_interval_s)
 
     def run_pass(self) -> Plan | None:
         started = time.perf_counter()
