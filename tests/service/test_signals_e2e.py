@@ -119,3 +119,49 @@ def test_a_replica_that_does_not_answer_keeps_the_count(served: DevCluster) -> N
         assert len(our_jobs(served, "chat")) == 2
     finally:
         svc.stop()
+
+
+def test_a_bad_policy_value_is_named_and_the_model_keeps_its_count(served: DevCluster) -> None:
+    """kv_cache_target 1.5, a negative objective, an unknown signal: each named by model and
+    field in its status; the model keeps its replicas (its last good value stands), the others
+    go on."""
+    scaling = {"min": 1, "max": 2, "target_per_replica": 10}
+    put(
+        served, LAYOUT.model_key("chat"), model_value([{"name": "one", "gpus": 1}], scaling=scaling)
+    )
+    svc = _service(served)
+    try:
+        wait_for(lambda: len(_allocs(served, "chat")) == 1, what="the first replica")
+        for bad, field in [
+            ({"kv_cache_target": 1.5}, "scaling.kv_cache_target"),
+            ({"ttft_p90_ms": -5}, "scaling.ttft_p90_ms"),
+            ({"latency_p99_ms": 100}, "scaling.latency_p99_ms"),
+        ]:
+            value = model_value([{"name": "one", "gpus": 1}], scaling={**scaling, **bad})
+            put(served, LAYOUT.model_key("chat"), value)
+            other = model_value([{"name": "one", "gpus": 1}], scaling={"min": 1, "max": 1})
+            put(served, LAYOUT.model_key("other"), other)
+
+            def named(f: str = field) -> bool:
+                return f in str((status(served, "chat") or {}).get("last_error"))
+
+            wait_for(named, what=f"the error naming {field}")
+            assert len(our_jobs(served, "chat")) == 1  # kept
+        wait_for(lambda: len(_allocs(served, "other")) == 1, what="the other model placed")
+    finally:
+        svc.stop()
+
+
+def test_a_prometheus_outage_acts_on_nothing(served: DevCluster) -> None:
+    """An unreachable Prometheus is a failed read, as an unreachable Consul: no start, no stop,
+    the error counted; the replicas stay as they were."""
+    put(served, LAYOUT.model_key("chat"), model_value([{"name": "one", "gpus": 1}]))
+    put(served, LAYOUT.demand_key("chat"), {"inflight": 5})
+    svc = Service(service_config(served, signals="prometheus", prometheus_url="http://127.0.0.1:9"))
+    svc.run_in_thread()
+    try:
+        wait_for(lambda: svc.last_read_error, what="the failed read")
+        assert "prometheus" in str(svc.last_read_error)
+        assert our_jobs(served, "chat") == [] and svc.last_plan is None
+    finally:
+        svc.stop()
