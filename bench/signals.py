@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import multiprocessing
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -38,18 +39,32 @@ def _pct(values: list[float], q: float) -> float:
     return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000, 1)
 
 
-def scrape(replicas: int, models: int, concurrency: int) -> dict[str, Any]:
+def _serve(replicas: int, models: int, conn: Any) -> None:
+    """In a process of its own, as model servers are on other machines: start them, send the
+    ports, wait for the word to stop."""
     servers = ModelServers()
-    targets: dict[str, list[Target]] = {}
+    ports = []
+    for i in range(replicas):
+        ports.append(servers.start(f"a{i}", f"m{i % models}", "sglang" if i % 2 else "vllm"))
+    for i in range(models):
+        servers.offer(f"m{i}", 4.0 * replicas / models)
+    conn.send(ports)
+    conn.recv()
+    servers.close()
+
+
+def scrape(replicas: int, models: int, concurrency: int) -> dict[str, Any]:
+    ctx = multiprocessing.get_context("spawn")
+    mine, theirs = ctx.Pipe()
+    proc = ctx.Process(target=_serve, args=(replicas, models, theirs), daemon=True)
+    proc.start()
     try:
-        for i in range(replicas):
+        ports = mine.recv()
+        targets: dict[str, list[Target]] = {}
+        for i, port in enumerate(ports):
             name = f"m{i % models}"
-            port = servers.start(f"a{i}", name, "sglang" if i % 2 else "vllm")
-            targets.setdefault(name, []).append(
-                Target(name, f"r{i}", f"a{i}", f"http://127.0.0.1:{port}")
-            )
-        for i in range(models):
-            servers.offer(f"m{i}", 4.0 * replicas / models)
+            url = f"http://127.0.0.1:{port}"
+            targets.setdefault(name, []).append(Target(name, f"r{i}", f"a{i}", url))
         source = ScrapeSignals(concurrency=concurrency, timeout_s=5.0)
         names = sorted(targets)
         times, errors, with_ttft = [], 0, 0
@@ -59,7 +74,8 @@ def scrape(replicas: int, models: int, concurrency: int) -> dict[str, Any]:
             errors = len(sig.errors)
             with_ttft = sum(1 for load in sig.load.values() if load.ttft_p90_ms is not None)
     finally:
-        servers.close()
+        mine.send("stop")
+        proc.join(10)
     return {
         "replicas": replicas,
         "models": models,
@@ -68,6 +84,7 @@ def scrape(replicas: int, models: int, concurrency: int) -> dict[str, Any]:
         "errors_last": errors,
         "models_with_ttft_last": with_ttft,
         "pass_interval_s": ServiceConfig().pass_interval_s,
+        "note": "model servers in a separate process; scraper and servers share this machine",
     }
 
 

@@ -33,6 +33,27 @@ MEAN = {"kv_cache"}
 Buckets = dict[float, float]  # upper bound (le) -> cumulative count
 
 
+# Line prefixes of the families above: a real server's page has hundreds of other lines
+# (python_gc_*, process_*, every other vllm:* histogram) that need no parsing.
+_FAMILIES = tuple(
+    n for group in (GAUGES, COUNTERS, HISTOGRAMS) for ns in group.values() for n in ns
+)
+
+
+def _relevant(text: str) -> str:
+    keep = []
+    for line in text.splitlines():
+        if line.startswith("#"):
+            parts = line.split(None, 3)
+            if len(parts) >= 3 and parts[2].startswith(_FAMILIES):
+                keep.append(line)
+        elif line.startswith(_FAMILIES):
+            keep.append(line)
+        elif line.strip() and not line[0].isalpha() and line[0] not in "_:":
+            keep.append(line)  # not a sample line at all: let the parser say what is wrong
+    return "\n".join(keep) + "\n"
+
+
 class MetricsError(ValueError):
     """The page is not a model server's Prometheus text."""
 
@@ -58,7 +79,7 @@ def parse_metrics(text: str) -> ServerSample:
     or carries none of the known families."""
     by_name: dict[str, object] = {}
     try:
-        for family in text_string_to_metric_families(text):
+        for family in text_string_to_metric_families(_relevant(text)):
             by_name[family.name] = family
     except (ValueError, TypeError, IndexError) as exc:
         raise MetricsError(f"not Prometheus text: {str(exc)[:120]}") from exc

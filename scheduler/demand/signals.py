@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
+from urllib.parse import urlsplit
 
-import httpx
 from pydantic import ValidationError
 
 from scheduler.core.models import Demand, Load
@@ -101,6 +101,35 @@ def build_load(
             return None
 
 
+def _http_response(raw: bytes) -> tuple[int, str]:
+    """(status, body) of a whole HTTP/1.1 response read to EOF; chunked bodies joined."""
+    head, sep, body = raw.partition(b"\r\n\r\n")
+    if not sep:
+        raise ValueError("not an HTTP response")
+    lines = head.split(b"\r\n")
+    try:
+        status = int(lines[0].split()[1])
+    except (IndexError, ValueError) as exc:
+        raise ValueError(f"not an HTTP status line: {lines[0][:60]!r}") from exc
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(b":")
+        headers[name.strip().lower()] = value.strip().lower()
+    if headers.get(b"transfer-encoding") == b"chunked":
+        chunks, rest = [], body
+        while rest:
+            size_line, _, rest = rest.partition(b"\r\n")
+            size = int(size_line.split(b";")[0] or b"0", 16)
+            if size == 0:
+                break
+            chunks.append(rest[:size])
+            rest = rest[size + 2 :]
+        body = b"".join(chunks)
+    elif b"content-length" in headers:
+        body = body[: int(headers[b"content-length"])]
+    return status, body.decode("utf-8", errors="replace")
+
+
 class ScrapeSignals:
     """Scrape every live replica's `/metrics` with bounded concurrency and a timeout, and keep
     the previous scrape of each replica so that latency percentiles cover the window between
@@ -124,28 +153,45 @@ class ScrapeSignals:
         self._history: dict[str, list[tuple[float, ServerSample]]] = {}
         self.last_duration_s = 0.0
 
+    async def _get(self, url: str) -> tuple[int, str]:
+        """GET url/metrics over plain HTTP/1.1, Connection: close. Its own small client: at
+        thousands of replicas per pass, a general client's per-request cost is most of it."""
+        parts = urlsplit(url)
+        host, port = parts.hostname or "127.0.0.1", parts.port or 80
+        reader, writer = await asyncio.open_connection(host, port)
+        try:
+            request = (
+                f"GET {parts.path.rstrip('/')}/metrics HTTP/1.1\r\nHost: {host}:{port}\r\n"
+                "Accept: text/plain\r\nConnection: close\r\n\r\n"
+            )
+            writer.write(request.encode())
+            await writer.drain()
+            raw = await reader.read(-1)
+        finally:
+            writer.close()
+        return _http_response(raw)
+
     async def _scrape_all(self, targets: Sequence[Target]) -> dict[str, ServerSample | str]:
         sem = asyncio.Semaphore(self.concurrency)
-        limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=0)
         out: dict[str, ServerSample | str] = {}
-        async with httpx.AsyncClient(timeout=self.timeout_s, limits=limits) as client:
 
-            async def one(t: Target) -> None:
-                async with sem:
-                    try:
-                        resp = await client.get(f"{t.url}/metrics")
-                    except httpx.HTTPError as exc:
-                        out[t.alloc] = f"scrape {t.url}/metrics: {type(exc).__name__} {exc}"[:200]
-                        return
-                if resp.status_code != 200:
-                    out[t.alloc] = f"scrape {t.url}/metrics: HTTP {resp.status_code}"
-                    return
+        async def one(t: Target) -> None:
+            async with sem:
                 try:
-                    out[t.alloc] = parse_metrics(resp.text)
-                except MetricsError as exc:
-                    out[t.alloc] = f"{t.url}/metrics: {exc}"
+                    status, body = await asyncio.wait_for(self._get(t.url), self.timeout_s)
+                except (OSError, TimeoutError, ValueError) as exc:
+                    why = str(exc) or "timed out"
+                    out[t.alloc] = f"scrape {t.url}/metrics: {type(exc).__name__} {why}"[:200]
+                    return
+            if status != 200:
+                out[t.alloc] = f"scrape {t.url}/metrics: HTTP {status}"
+                return
+            try:
+                out[t.alloc] = parse_metrics(body)
+            except MetricsError as exc:
+                out[t.alloc] = f"{t.url}/metrics: {exc}"
 
-            await asyncio.gather(*(one(t) for t in targets))
+        await asyncio.gather(*(one(t) for t in targets))
         return out
 
     def scrape(self, targets: Sequence[Target]) -> dict[str, ServerSample | str]:

@@ -156,3 +156,17 @@ def test_scrape_aggregates_per_model_and_reports_bad_replicas(servers: str) -> N
     PAGES["a1"] = _vllm(5, 9, 10)  # 10 requests got their first token since
     second = src.read_signals(["m"], targets, NOW)
     assert second.load["m"].ttft_p90_ms == pytest.approx(500)
+
+
+def test_http_responses_with_length_or_chunks() -> None:
+    from scheduler.demand.signals import _http_response
+
+    plain = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"
+    assert _http_response(plain) == (200, "hello")
+    chunked = (
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nhel\r\n2\r\nlo\r\n0\r\n\r\n"
+    )
+    assert _http_response(chunked) == (200, "hello")
+    assert _http_response(b"HTTP/1.1 503 Service Unavailable\r\n\r\n")[0] == 503
+    with pytest.raises(ValueError):
+        _http_response(b"garbage")
