@@ -101,6 +101,10 @@ def build_load(
             return None
 
 
+# A real vLLM page is tens of kB; anything this large is not a model server's page.
+MAX_PAGE_BYTES = 8 * 1024 * 1024
+
+
 def _http_response(raw: bytes) -> tuple[int, str]:
     """(status, body) of a whole HTTP/1.1 response read to EOF; chunked bodies joined."""
     head, sep, body = raw.partition(b"\r\n\r\n")
@@ -166,7 +170,14 @@ class ScrapeSignals:
             )
             writer.write(request.encode())
             await writer.drain()
-            raw = await reader.read(-1)
+            raw = await reader.read(MAX_PAGE_BYTES + 1)
+            while raw and len(raw) <= MAX_PAGE_BYTES:
+                more = await reader.read(MAX_PAGE_BYTES + 1 - len(raw))
+                if not more:
+                    break
+                raw += more
+            if len(raw) > MAX_PAGE_BYTES:
+                raise ValueError(f"page larger than {MAX_PAGE_BYTES} bytes")
         finally:
             writer.close()
         return _http_response(raw)

@@ -170,3 +170,14 @@ def test_http_responses_with_length_or_chunks() -> None:
     assert _http_response(b"HTTP/1.1 503 Service Unavailable\r\n\r\n")[0] == 503
     with pytest.raises(ValueError):
         _http_response(b"garbage")
+
+
+def test_an_oversized_page_is_refused(servers: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from scheduler.demand import signals
+
+    monkeypatch.setattr(signals, "MAX_PAGE_BYTES", 4096)
+    PAGES["huge"] = SGLANG * 100
+    targets = {"m": [Target("m", "r1", "h1", f"{servers}/huge")]}
+    sig = ScrapeSignals().read_signals(["m"], targets, NOW)
+    assert sig.load["m"] == Load(reporting=0, complete=False)
+    assert any("larger than 4096 bytes" in e for e in sig.errors), sig.errors
