@@ -19,6 +19,7 @@ import structlog
 if TYPE_CHECKING:
     from scheduler.core.plugins import Plugins
     from scheduler.demand import DemandSource
+    from scheduler.demand.signals import SignalSource
     from scheduler.service.config import ServiceConfig
 
 FILTERS = "llm_scheduler.filters"
@@ -57,15 +58,30 @@ def placement_plugins() -> Plugins | None:
     return Plugins(filters=filters, scorers=scorers)
 
 
+def signal_source(config: ServiceConfig) -> SignalSource | None:
+    """Where the model servers' own metrics come from (issue 18), or None."""
+    from scheduler.demand.prometheus import PrometheusSignals
+    from scheduler.demand.signals import ScrapeSignals
+
+    if config.demand_source == "prometheus" or config.signals == "prometheus":
+        window = f"{max(int(config.signal_window_s), 1)}s"
+        return PrometheusSignals(config.prometheus_url, window=window)
+    if config.signals == "scrape":
+        return ScrapeSignals(
+            concurrency=config.scrape_concurrency,
+            timeout_s=config.scrape_timeout_s,
+            window_s=config.signal_window_s,
+        )
+    return None
+
+
 def demand_source(config: ServiceConfig) -> DemandSource:
     from scheduler.demand.kv import KVDemandSource
-    from scheduler.demand.prometheus import PrometheusDemandSource
 
     name = config.demand_source
-    if name == "consul":
+    # The servers' metrics are signals now (signal_source), read next to the gateway's demand.
+    if name in ("consul", "prometheus"):
         return KVDemandSource()
-    if name == "prometheus":
-        return PrometheusDemandSource(config.prometheus_url)
     factories = load_group(DEMAND_SOURCES)
     if name not in factories:
         known = ", ".join(sorted({"consul", "prometheus", *factories}))

@@ -163,3 +163,15 @@ def test_render_job_script_prints_every_runtime_and_shape() -> None:
     }
     for timing in out["build_job"].values():
         assert 0 < timing["median_us"] <= timing["p99_us"]
+
+
+def test_signals_bench_runs_small() -> None:
+    """bench/signals.py: every scraped replica answers, every model gets a TTFT p90 by the
+    second read, and a broken TTFT objective leads to a registered job (issue 18)."""
+    out = _run_json("bench.signals", "--replicas", "20", "--models", "4", "--trials", "1")
+    scrape = out["scrape"]
+    assert scrape["replicas"] == 20 and scrape["errors_last"] == 0
+    assert scrape["models_with_ttft_last"] == 4
+    assert all(t > 0 for t in scrape["scrape_s"])
+    obj = out["objective"]
+    assert obj["trials"] == 1 and obj["broken_to_registered_p50_ms"] > 0

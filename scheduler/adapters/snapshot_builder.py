@@ -35,9 +35,23 @@ from scheduler.adapters.nomad_nodes import (
     node_from_nomad,
     shares_per_core,
 )
-from scheduler.core.models import Demand, Hold, Model, Node, Quota, Settings, Shard, Snapshot
+from scheduler.core.models import (
+    Demand,
+    DesiredMark,
+    Hold,
+    Load,
+    Model,
+    Node,
+    Plan,
+    Quota,
+    Settings,
+    Shard,
+    Snapshot,
+)
+from scheduler.core.scaling import remember, window_of
 from scheduler.demand import DemandError, DemandSource
 from scheduler.demand.kv import KVDemandSource
+from scheduler.demand.signals import Signals, SignalSource, Target, combine
 
 
 class ReadFailed(Exception):
@@ -71,6 +85,40 @@ class _LastGood:
     quotas: dict[str, Quota] = field(default_factory=dict)
     demand: dict[str, Demand] = field(default_factory=dict)
     settings: Settings = field(default_factory=Settings)
+
+
+def scrape_targets(
+    jobs: list[OwnedJob], allocs: dict[str, list[dict[str, Any]]], healthy: set[str]
+) -> dict[str, list[Target]]:
+    """Where each ready replica serves: its running, check-passing allocations (only a
+    multi-node replica's head has a check and an HTTP server), at the `http` port's address."""
+    out: dict[str, list[Target]] = {}
+    for job in jobs:
+        if job.stopped:
+            continue
+        for alloc in allocs.get(job.job_id, []):
+            if alloc.get("ClientStatus") != "running" or alloc.get("ID") not in healthy:
+                continue
+            url = http_address(alloc)
+            if url is not None:
+                out.setdefault(job.model, []).append(
+                    Target(job.model, job.replica, str(alloc["ID"]), url)
+                )
+    return out
+
+
+def http_address(alloc: dict[str, Any]) -> str | None:
+    """http://host:port of the allocation's `http` port (AllocatedResources.Shared.Ports, with
+    the network's IP when a port has no HostIP)."""
+    shared = (alloc.get("AllocatedResources") or {}).get("Shared") or {}
+    for port in shared.get("Ports") or []:
+        if port.get("Label") == "http" and port.get("Value"):
+            host = port.get("HostIP") or next(
+                (n.get("IP") for n in shared.get("Networks") or [] if n.get("IP")), None
+            )
+            if host:
+                return f"http://{host}:{int(port['Value'])}"
+    return None
 
 
 def parse_state(entries: list[dict[str, Any]], key: str) -> tuple[dict[str, Hold], dict[str, str]]:
@@ -127,6 +175,7 @@ class SnapshotBuilder:
         layout: KVLayout,
         *,
         demand_source: DemandSource | None = None,
+        signal_source: SignalSource | None = None,
         max_value_bytes: int = 64 * 1024,
     ) -> None:
         self.nomad = nomad
@@ -140,6 +189,12 @@ class SnapshotBuilder:
         self._job_cache: dict[str, tuple[int, OwnedJob | None]] = {}
         self._last_health: dict[str, set[str]] = {}
         self._listed: list[str] = []
+        # Issue 18: the servers' signals, the last time each model's servers had work, and
+        # each model's recent desired counts (handed back to the core for stabilisation).
+        self.signal_source = signal_source
+        self._seen: dict[str, datetime] = {}
+        self._marks: dict[str, list[DesiredMark]] = {}
+        self.last_signals = Signals()
 
     # ------------------------------------------------------------------ reads
 
@@ -218,6 +273,22 @@ class SnapshotBuilder:
                 self.refusals.remember(job.wish, devices_only, now)
         return faults
 
+    def remember(self, snapshot: Snapshot, plan: Plan) -> None:
+        """Keep each model's desired count of this pass for the next passes' scale-down window."""
+        for m in snapshot.models:
+            status = plan.models.get(m.name)
+            if status is None or status.recommended is None:
+                continue
+            self._marks[m.name] = remember(
+                self._marks.get(m.name, []),
+                snapshot.now,
+                status.recommended,
+                window_of(m, snapshot.settings),
+            )
+        names = {m.name for m in snapshot.models}
+        self._marks = {k: v for k, v in self._marks.items() if k in names}
+        self._seen = {k: v for k, v in self._seen.items() if k in names}
+
     # ------------------------------------------------------------------ merge
 
     def _merge_catalog(self, cat: Catalog) -> tuple[list[Model], set[str], set[str]]:
@@ -278,6 +349,20 @@ class SnapshotBuilder:
         except (NomadError, ConsulError, DemandError) as exc:
             raise ReadFailed(str(exc)) from exc
         healthy = self._healthy({j.model for j in jobs if not j.stopped}, warnings)
+        load: dict[str, Load] = {}
+        if self.signal_source is not None:
+            targets = scrape_targets(jobs, allocs, healthy)
+            try:
+                sig = self.signal_source.read_signals(sorted(m.name for m in models), targets, now)
+            except DemandError as exc:
+                raise ReadFailed(str(exc)) from exc
+            for name, at in sig.seen.items():
+                self._seen[name] = max(at, self._seen.get(name, at))
+            sig.seen = {m.name: self._seen[m.name] for m in models if m.name in self._seen}
+            demand = combine(demand, sig)
+            load = sig.load
+            warnings += sig.errors
+            self.last_signals = sig
         replicas, by_replica, purgeable = [], {}, []
         for job in sorted(jobs, key=lambda j: j.job_id):
             last_used = demand[job.model].last_used if job.model in demand else None
@@ -304,6 +389,8 @@ class SnapshotBuilder:
             specs=specs,
             stalled=stalled,
             moves=moves,
+            load={k: v for k, v in load.items() if k in names},
+            recent_desired={k: v for k, v in self._marks.items() if k in names},
         )
         return ClusterView(
             snapshot=snapshot,

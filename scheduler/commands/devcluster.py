@@ -16,6 +16,12 @@ def register(app: typer.Typer) -> None:
         load_delay: float = typer.Option(
             1.0, "--load-delay", min=0, help="seconds an allocation stays pending"
         ),
+        model_servers: bool = typer.Option(
+            True,
+            "--model-servers/--no-model-servers",
+            help="serve /health, /v1/models and vLLM/SGLang /metrics for each running replica "
+            "(on loopback; idle unless load is offered), for `run --signals scrape`",
+        ),
     ) -> None:
         """Run embedded Consul and Nomad stand-ins (GPU fleet included) until Ctrl-C."""
         import signal
@@ -30,7 +36,9 @@ def register(app: typer.Typer) -> None:
         except FleetError as exc:
             print(f"error: {exc}", file=sys.stderr)
             raise typer.Exit(code=2) from exc
-        cluster = DevCluster(nodes, consul_port, nomad_port, load_delay_s=load_delay)
+        cluster = DevCluster(
+            nodes, consul_port, nomad_port, load_delay_s=load_delay, model_servers=model_servers
+        )
         try:
             cluster.start()
         except OSError as exc:

@@ -20,7 +20,7 @@ def register(app: typer.Typer) -> None:
         from scheduler.adapters.nomad_api import NomadAPI
         from scheduler.adapters.snapshot_builder import ReadFailed, SnapshotBuilder
         from scheduler.core.models import to_json
-        from scheduler.plugins import demand_source
+        from scheduler.plugins import demand_source, signal_source
         from scheduler.service.config import ServiceConfig
 
         config = ServiceConfig()
@@ -36,6 +36,7 @@ def register(app: typer.Typer) -> None:
             make_consul(host, port, scheme, config.consul_token),
             KVLayout(config.kv_prefix),
             demand_source=demand_source(config),
+            signal_source=signal_source(config),  # one read: no latency window yet
             max_value_bytes=config.max_value_bytes,
         )
         try:

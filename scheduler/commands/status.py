@@ -111,6 +111,7 @@ def _why(model: str, as_json: bool, prefix: str | None) -> None:
     source = "status record"
     tried = record.tried if record else None
     pending = record.pending if record else None
+    scaling = record.why if record else None
     desired, live = (record.desired, record.live) if record else (None, None)
     starting = sum(1 for r in record.replicas if r.state == "starting") if record else 0
     actions: list[Any] = []
@@ -126,6 +127,7 @@ def _why(model: str, as_json: bool, prefix: str | None) -> None:
             )
         source = "live decision"
         tried, pending, desired, live = status.tried, status.pending, status.desired, status.live
+        scaling = status.why
         actions = [a for a in decision.plan.actions if a.model == model]
     trials = tried or []
     state = None if pending else why_not_pending(desired or 0, live or 0, starting, actions)
@@ -133,7 +135,7 @@ def _why(model: str, as_json: bool, prefix: str | None) -> None:
         print_json(
             {
                 "model": model, "desired": desired, "live": live, "pending": pending,
-                "state": state, "source": source,
+                "state": state, "source": source, "why": scaling,
                 "tried": [t.model_dump(mode="json") for t in trials],
                 "last_error": record.last_error if record else None,
             }
@@ -143,6 +145,8 @@ def _why(model: str, as_json: bool, prefix: str | None) -> None:
     console.print(
         f"[bold]{esc(model)}[/]: {live} of {desired} replicas live ({where})", highlight=False
     )
+    if scaling:
+        console.print(f"scaling: {esc(scaling)}", highlight=False)
     if not pending:
         console.print(f"[green]not pending[/]: {esc(state)}", highlight=False)
     else:

@@ -12,7 +12,6 @@ from scheduler.core.lifecycle import Lifecycle
 from scheduler.core.mig_advice import mig_advice
 from scheduler.core.models import (
     CLASS_RANK,
-    Demand,
     Hold,
     Model,
     ModelStatus,
@@ -33,7 +32,7 @@ from scheduler.core.preemption import (
     stop_reason,
     within_guarantee,
 )
-from scheduler.core.scaling import desired_replicas
+from scheduler.core.scaling import Want, want
 
 # Why a replaced replica stops: (when it is not serving yet, once others cover for it).
 DRAIN = (
@@ -71,10 +70,9 @@ def _order_key(m: Model, live: int, reach: int) -> tuple[int, bool, int, float, 
     )
 
 
-def _start_reason(m: Model, demand: Demand | None, count: int, want: int) -> str:
-    load = demand.inflight + demand.queued if demand is not None else 0
-    why = f"{load} requests" if load else f"minimum {m.scaling.min}"
-    return f"scale up: {why}, {count} of {want} replicas"
+def _start_reason(m: Model, w: Want, count: int) -> str:
+    # "scale up: 3 replicas: ttft p90 840 ms > 500 ms objective (...), 2 of 3 replicas"
+    return f"scale up: {w.why}, {count} of {w.count} replicas"
 
 
 def _hold_back(inv: Inventory, future: list[Placement]) -> None:
@@ -101,17 +99,31 @@ class _Pass(Lifecycle):
             settings=self.settings,
         )
         self.inv = inv = Inventory.build(snapshot)
-        grace = self.settings.eviction_grace_s
         self.desired: dict[str, int] = {}
+        self.target: dict[str, int] = {}
+        self.wants: dict[str, Want] = {}
         self.live: dict[str, int] = {}
         # Replicas of a profile since removed from their model: they hold what they hold but
         # no longer count; a current profile replaces them, and they go once it runs.
         self.stale: dict[str, list[Replica]] = {}
         for m in snapshot.models:
             reps = inv.by_model.get(m.name, [])
-            demand = snapshot.demand.get(m.name)
-            self.desired[m.name] = desired_replicas(m, demand, reps, self.now, grace)
             old = [r for r in reps if r.counts and m.profile(r.profile) is None]
+            w = want(
+                m,
+                snapshot.demand.get(m.name),
+                snapshot.load.get(m.name),
+                [r for r in reps if r not in old] if old else reps,  # what counts as live
+                snapshot.recent_desired.get(m.name, []),
+                self.now,
+                self.settings,
+            )
+            self.wants[m.name] = w
+            self.desired[m.name] = w.count
+            # What placement grows to: the count the signals ask. The scale-down window only
+            # keeps replicas (desired can be above it); it never starts one, also not when a
+            # replica being replaced stops counting later in the pass.
+            self.target[m.name] = min(w.count, w.recommended)
             if old:
                 self.stale[m.name] = old
             self.live[m.name] = inv.live_count.get(m.name, 0) - len(old)
@@ -133,7 +145,7 @@ class _Pass(Lifecycle):
         self.held: dict[str, Hold] = {}  # honoured in this pass
         self.holds: dict[str, Hold] = {}  # handed on in the plan
         for name, h in sorted(snapshot.holds.items()):
-            if h.for_ in self.desired and self.live[h.for_] < self.desired[h.for_]:
+            if h.for_ in self.target and self.live[h.for_] < self.target[h.for_]:
                 self.held[name] = h
                 if self.now < h.until or h.for_ in self.on_their_way:
                     self.holds[name] = h
@@ -179,8 +191,14 @@ class _Pass(Lifecycle):
             pending, tried = self.outcome.get(m.name, (None, []))
             if pending is not None and tried:
                 waiting.append(m)  # short of room (not held, not waiting for victims)
+            w = self.wants[m.name]
             statuses[m.name] = ModelStatus(
-                desired=self.desired[m.name], live=counted[m.name], pending=pending, tried=tried
+                desired=self.desired[m.name],
+                live=counted[m.name],
+                pending=pending,
+                tried=tried,
+                why=w.why,
+                recommended=w.recommended,
             )
         self.consolidate()  # on the free room every model left
         self.defragment(waiting)
@@ -285,7 +303,7 @@ class _Pass(Lifecycle):
             )
             for r in reps[: have - want]:
                 self.stop(r.id)
-                reason = f"scale down: {have} live, {want} desired"
+                reason = f"scale down: {have} live, {self.wants[m.name].why}"
                 self.stops.append(StopAction(replica=r.id, model=m.name, reason=reason))
 
     def replace_stale(self) -> None:
@@ -318,7 +336,7 @@ class _Pass(Lifecycle):
         it and is reclaimed from in turn, pass after pass, or starts and loses a replica at
         once. Only models that will place need the rest (the others keep their place)."""
         have = self.live[m.name]
-        if have >= self.desired[m.name]:
+        if have >= self.target[m.name]:
             return True, True, (-CLASS_RANK[m.class_], have >= m.scaling.min, 0, 0.0, m.name)
         owed = within_guarantee(m, self.inv)
         key = self.keys[m.name] = _order_key(m, have, self.placer.reach(m, self.inv))
@@ -336,7 +354,7 @@ class _Pass(Lifecycle):
             self.outcome[m.name] = (pending, tried)
 
     def missing(self, m: Model) -> int:
-        return self.desired[m.name] - self.live[m.name] - self.placed.get(m.name, 0)
+        return self.target[m.name] - self.live[m.name] - self.placed.get(m.name, 0)
 
     def guarantees_first(self, order: list[Model]) -> None:
         """Every owner below its guarantee is served up to it before anyone borrows: each
@@ -389,7 +407,7 @@ class _Pass(Lifecycle):
             return f"held one more pass after yielding to {h.for_}", []
         if m.name in self.giving_way:
             return f"held while its replicas preempted for {self.giving_way[m.name]} stop", []
-        want, have = self.desired[m.name], self.live[m.name]
+        want, have = self.target[m.name], self.live[m.name]
         if m.name in self.on_their_way:
             self.reserve(m, self.on_their_way[m.name], want - have)
             return "waiting for preempted replicas to stop", []
@@ -416,7 +434,7 @@ class _Pass(Lifecycle):
                     profile=out.placement.profile.name,
                     replica=_new_id(m.name, self.now.isoformat(), self.taken_ids),
                     shards=out.placement.shards,
-                    reason=_start_reason(m, self.snapshot.demand.get(m.name), have + placed, want)
+                    reason=_start_reason(m, self.wants[m.name], have + placed)
                     if m.name not in self.rolling
                     else "rolling update: a replica on the model's new spec",
                 )

@@ -310,7 +310,7 @@ class Lifecycle:
                 on_node.setdefault(r.shards[0].node, []).append(r)
         kinds_of: dict[Shape, frozenset[tuple[str, float]]] = {}  # GPU kinds p may use
         best: tuple[int, str, list[tuple[Replica, Model]]] | None = None
-        for nid, here in on_node.items():
+        for nid, here in sorted(on_node.items()):  # node order, not listing order
             ns = self.inv.nodes.get(nid)
             if ns is None or not ns.node.eligible or ns.node.draining:
                 continue

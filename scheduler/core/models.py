@@ -59,6 +59,11 @@ class Settings(Strict):
     # The Nomad node meta key that names a node's topology group (rack), for the locality
     # of multi-node replicas.
     topology_key: Annotated[str, Field(min_length=1, max_length=128)] = "rack"
+    # Scale-down stabilisation (issue 18): a model scales down only to the highest count it
+    # wanted over this window (HPA's and AIBrix's default 300 s), at most this many replicas
+    # per pass (0: no limit). Scale-up is never delayed. A model's scaling may override both.
+    scale_down_window_s: Annotated[int, Field(ge=0, le=86400)] = 300
+    scale_down_step: Annotated[int, Field(ge=0)] = 0
 
 
 # ---------------------------------------------------------------- fleet
@@ -122,6 +127,17 @@ class Scaling(Strict):
     max: Annotated[int, Field(ge=0)] = 1
     target_per_replica: Annotated[float, Field(gt=0)] = 16
     on_demand: bool = False
+    # Objectives on what the model servers report (issue 18); each one set is a signal, and the
+    # largest count any signal asks for wins. KV-cache usage per replica (0-1, llm-d's 0.80),
+    # waiting requests per replica (llm-d's 5), TTFT and inter-token latency p90 (Dynamo's
+    # 500 ms / 50 ms).
+    kv_cache_target: Annotated[float | None, Field(gt=0, le=1, allow_inf_nan=False)] = None
+    queue_per_replica: Annotated[float | None, Field(gt=0, allow_inf_nan=False)] = None
+    ttft_p90_ms: Annotated[float | None, Field(gt=0, allow_inf_nan=False)] = None
+    itl_p90_ms: Annotated[float | None, Field(gt=0, allow_inf_nan=False)] = None
+    # Per-model overrides of the settings of the same name.
+    scale_down_window_s: Annotated[int | None, Field(ge=0, le=86400)] = None
+    scale_down_step: Annotated[int | None, Field(ge=0)] = None
 
     @model_validator(mode="after")
     def _min_le_max(self) -> Scaling:
@@ -238,6 +254,38 @@ class Demand(Strict):
     last_used: AwareDatetime | None = None
 
 
+FiniteNonNeg = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
+class Load(Strict):
+    """What a model's servers report (issue 18), as numbers: the adapter gathers and aggregates
+    them (scheduler/demand/), the core only compares them with the model's objectives.
+
+    `running`/`waiting` are sums over the model's replicas; `kv_cache` is their mean usage
+    (0-1); latencies are p90 over the adapter's window, in ms. `reporting` is how many replicas
+    these numbers come from; `complete` is False when a replica that should have answered did
+    not, or the source was unreachable and these are the last good numbers: then the model never
+    scales down on them.
+    """
+
+    running: FiniteNonNeg | None = None
+    waiting: FiniteNonNeg | None = None
+    kv_cache: Annotated[float | None, Field(ge=0, le=1, allow_inf_nan=False)] = None
+    ttft_p90_ms: FiniteNonNeg | None = None
+    itl_p90_ms: FiniteNonNeg | None = None
+    tokens_per_s: FiniteNonNeg | None = None
+    reporting: Annotated[int, Field(ge=0)] = 0
+    complete: bool = True
+
+
+class DesiredMark(Strict):
+    """One pass's unstabilised desired count for a model; the adapter keeps the recent ones
+    and hands them back (Snapshot.recent_desired), so the core can stabilise scale-downs."""
+
+    at: AwareDatetime
+    count: Annotated[int, Field(ge=0)]
+
+
 # ---------------------------------------------------------------- running state
 
 
@@ -293,6 +341,9 @@ class Snapshot(Lenient):
     # Replica -> the replacement started to move it (consolidation, defragmentation): it is
     # stopped once the replacement runs. Handed on by the plan, kept in the state key.
     moves: dict[str, str] = Field(default_factory=dict)
+    # Issue 18: the servers' signals per model, and each model's recent desired counts.
+    load: dict[str, Load] = Field(default_factory=dict)
+    recent_desired: dict[str, list[DesiredMark]] = Field(default_factory=dict)
 
 
 # ---------------------------------------------------------------- plan
@@ -333,6 +384,10 @@ class ModelStatus(Strict):
     tried: list[ProfileTrial] = Field(default_factory=list)
     # A rolling update or a move to a better profile under way, or a stopped roll-out.
     rollout: str | None = None
+    # Issue 18: which signal set the count, in a sentence; and the count the signals asked
+    # for before scale-down stabilisation (the adapter records it as a DesiredMark).
+    why: str | None = None
+    recommended: int | None = None
 
 
 class Plan(Strict):

@@ -1,12 +1,31 @@
-"""How many replicas a model wants (DESIGN.md section 6)."""
+"""How many replicas a model wants (DESIGN.md section 6, refined by issue 18).
+
+Each signal the model has an objective for asks for a count, as Kubernetes HPA does with
+several metrics, and the largest wins, clamped to [min, max]:
+
+- requests: ceil((inflight + queued) / target_per_replica), always on;
+- queue: ceil(waiting / queue_per_replica);
+- kv / ttft / itl: ceil(serving * value / objective), `serving` being the replicas the value was
+  measured on. A replica still starting is capacity on its way: it is not in `serving`, so the
+  count these ask for does not grow pass after pass while a slow load goes on, and it is in
+  `live`, so it answers what they ask for.
+
+A signal within 10% of its objective asks for what the model has (HPA's tolerance). Scale-up
+is immediate; scale-down goes only to the highest count asked over the stabilisation window
+(Snapshot.recent_desired), at most `scale_down_step` per pass, and never on incomplete metrics.
+An idle on-demand model still goes to zero after eviction_grace_s, as before.
+"""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from datetime import datetime
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 
-from scheduler.core.models import Demand, Model, Replica
+from scheduler.core.models import Demand, DesiredMark, Load, Model, Replica, Settings
+
+TOLERANCE = 0.1
 
 
 def last_used(demand: Demand | None, replicas: Iterable[Replica]) -> datetime | None:
@@ -24,6 +43,159 @@ def idle_seconds(used: datetime | None, now: datetime) -> float:
     return max((now - used).total_seconds(), 0.0)
 
 
+@dataclass(frozen=True)
+class Ask:
+    """What one signal asks for: a count, and how to say it (as winner, and as a side note)."""
+
+    signal: str
+    count: int
+    headline: str
+    note: str
+
+
+@dataclass(frozen=True)
+class Want:
+    count: int  # what the pass acts on
+    recommended: int  # what the signals asked, before stabilisation
+    why: str
+
+
+def _tolerant(need: float, have: int) -> int:
+    """ceil(need), except that within 10% of what the model has it keeps that."""
+    if have > 0 and abs(need / have - 1.0) <= TOLERANCE:
+        return have
+    return math.ceil(need - 1e-9)
+
+
+def _objective(
+    signal: str, label: str, value: float, target: float, serving: int, fmt: str, unit: str
+) -> Ask | None:
+    if serving <= 0:
+        return None  # measured on nothing: no ratio to scale by
+    ratio = value / target
+    count = serving if abs(ratio - 1.0) <= TOLERANCE else math.ceil(serving * ratio - 1e-9)
+    v, t = format(value, fmt), format(target, fmt)
+    cmp = ">" if value > target else "<="
+    return Ask(signal, count, f"{label} {v}{unit} {cmp} {t}{unit} objective", f"{label} {v}/{t}")
+
+
+def signal_asks(model: Model, demand: Demand | None, load: Load | None, serving: int) -> list[Ask]:
+    """What each signal with an objective (and data) asks for."""
+    sc = model.scaling
+    asks: list[Ask] = []
+    if demand is not None:
+        requests = demand.inflight + demand.queued
+        count = _tolerant(requests / sc.target_per_replica, serving)
+        head = f"{requests} requests at {sc.target_per_replica:g} per replica"
+        asks.append(Ask("requests", count, head, f"requests {requests}"))
+    if load is None:
+        return asks
+    base = load.reporting or serving
+    if sc.queue_per_replica is not None and load.waiting is not None:
+        per = load.waiting / base if base else load.waiting
+        count = _tolerant(load.waiting / sc.queue_per_replica, base)
+        cmp = ">" if per > sc.queue_per_replica else "<="
+        q, t = f"{per:.3g}", f"{sc.queue_per_replica:g}"
+        asks.append(Ask("queue", count, f"queue {q} per replica {cmp} {t}", f"queue {q}/{t}"))
+    if sc.kv_cache_target is not None and load.kv_cache is not None:
+        ask = _objective("kv", "kv", load.kv_cache, sc.kv_cache_target, base, ".2f", "")
+        asks += [ask] if ask else []
+    if sc.ttft_p90_ms is not None and load.ttft_p90_ms is not None:
+        ask = _objective("ttft", "ttft p90", load.ttft_p90_ms, sc.ttft_p90_ms, base, ".0f", " ms")
+        asks += [ask] if ask else []
+    if sc.itl_p90_ms is not None and load.itl_p90_ms is not None:
+        ask = _objective("itl", "itl p90", load.itl_p90_ms, sc.itl_p90_ms, base, ".0f", " ms")
+        asks += [ask] if ask else []
+    return asks
+
+
+def _explain(count: int, asks: Sequence[Ask], winner: Ask | None, head: str | None) -> str:
+    lead = head or (winner.headline if winner else "no signal")
+    notes = [a.note for a in asks if a is not winner]
+    side = f" ({', '.join(notes)})" if notes else ""
+    return f"{count} replica{'s' if count != 1 else ''}: {lead}{side}"
+
+
+def want(
+    model: Model,
+    demand: Demand | None,
+    load: Load | None,
+    replicas: Sequence[Replica],
+    marks: Sequence[DesiredMark],
+    now: datetime,
+    settings: Settings,
+) -> Want:
+    """The count a model wants this pass, what the signals asked before stabilisation, and why."""
+    sc = model.scaling
+    live = sum(1 for r in replicas if r.counts)
+    serving = sum(1 for r in replicas if r.state == "running")
+    asks = signal_asks(model, demand, load, serving)
+    winner = max(asks, key=lambda a: a.count, default=None)
+    raw = winner.count if winner else 0
+    count = min(max(raw, sc.min), sc.max)
+    head: str | None = None
+    if winner is None or count > raw:
+        head = f"minimum {sc.min}"
+    elif count < raw:
+        head = f"maximum {sc.max}, {winner.headline}"
+    busy = (demand is not None and demand.inflight + demand.queued > 0) or bool(
+        load is not None and ((load.running or 0) + (load.waiting or 0)) > 0
+    )
+    if sc.on_demand:
+        if busy and count == 0 and sc.max > 0:
+            count, head = 1, "on demand, in use"
+        elif not busy:
+            idle = idle_seconds(last_used(demand, replicas), now)
+            if idle >= settings.eviction_grace_s:
+                why = f"0 replicas: on demand, idle {idle_text(idle)}"
+                return Want(0, 0, why)  # the idle grace is its own stabilisation
+            if count == 0 and sc.max > 0:
+                # Used within eviction_grace_s: one replica stays whatever the minimum (with
+                # min 0 the idle model would otherwise go on the first pass without load).
+                count, head = 1, f"on demand, used {idle_text(idle)} ago (grace not over)"
+    recommended = count
+    if load is not None and not load.complete and count < live:
+        return Want(live, recommended, f"{live} replicas: metrics incomplete, no scale-down")
+    if count >= live:
+        return Want(count, recommended, _explain(count, asks, winner, head))
+    window = window_of(model, settings)
+    step = sc.scale_down_step if sc.scale_down_step is not None else settings.scale_down_step
+    floor = count
+    if window > 0:
+        start = now - timedelta(seconds=window)
+        floor = max([count, *(m.count for m in marks if m.at > start)])
+        if not any(m.at <= start for m in marks):
+            floor = live  # not watched for a whole window yet (e.g. just restarted): keep
+    held = max(count, min(floor, live))
+    if step > 0:
+        held = max(held, live - step)
+    why = _explain(count, asks, winner, head)
+    if held > count:
+        why = f"{held} replicas: scale-down held ({window} s window, step {step or 'any'}); {why}"
+    return Want(held, recommended, why)
+
+
+def window_of(model: Model, settings: Settings) -> int:
+    w = model.scaling.scale_down_window_s
+    return settings.scale_down_window_s if w is None else w
+
+
+def remember(
+    marks: Sequence[DesiredMark], at: datetime, count: int, window_s: int
+) -> list[DesiredMark]:
+    """The marks to hand to the next pass: this one, those within the window, and the newest
+    one before it (which shows the window has been watched whole)."""
+    start = at - timedelta(seconds=window_s)
+    inside = [m for m in marks if m.at > start and m.at < at]
+    before = [m for m in marks if m.at <= start]
+    keep = ([max(before, key=lambda m: m.at)] if before else []) + inside
+    return [*sorted(keep, key=lambda m: m.at), DesiredMark(at=at, count=count)]
+
+
+def idle_text(seconds: float) -> str:
+    return "forever" if math.isinf(seconds) else f"{seconds:.0f} s"
+
+
 def desired_replicas(
     model: Model,
     demand: Demand | None,
@@ -31,21 +203,7 @@ def desired_replicas(
     now: datetime,
     eviction_grace_s: float,
 ) -> int:
-    """ceil(load / target) clamped to [min, max]; idle on-demand models want 0, busy ones >= 1."""
-    scaling = model.scaling
-    if demand is None:
-        if scaling.on_demand:
-            idle = idle_seconds(last_used(None, replicas), now)
-            return 0 if idle >= eviction_grace_s else scaling.min
-        return scaling.min
-    load = demand.inflight + demand.queued
-    want = min(max(math.ceil(load / scaling.target_per_replica), scaling.min), scaling.max)
-    if scaling.on_demand:
-        if load > 0:
-            return max(want, 1) if scaling.max > 0 else 0
-        if idle_seconds(last_used(demand, replicas), now) >= eviction_grace_s:
-            return 0
-        # Used within eviction_grace_s: one replica stays whatever the minimum (with min 0
-        # the idle model would otherwise go on the first pass without load).
-        return max(want, 1) if scaling.max > 0 else 0
-    return want
+    """The count the signals ask for with request counts only and no stabilisation (the rule
+    DESIGN.md section 6 started with); kept for callers that have no Load."""
+    settings = Settings(eviction_grace_s=int(eviction_grace_s), scale_down_window_s=0)
+    return want(model, demand, None, list(replicas), (), now, settings).count

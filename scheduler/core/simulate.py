@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from scheduler.core.models import Plan, Replica, Snapshot, StartAction, StopAction
+from scheduler.core.scaling import remember, window_of
 
 
 def apply_plan(snapshot: Snapshot, plan: Plan, advance_s: float = 0) -> Snapshot:
@@ -24,8 +25,20 @@ def apply_plan(snapshot: Snapshot, plan: Plan, advance_s: float = 0) -> Snapshot
                     shards=a.shards,
                 )
             )
+    # What the service does between passes: keep each model's recent desired counts (issue 18).
+    marks = {
+        m.name: remember(
+            snapshot.recent_desired.get(m.name, []),
+            now,
+            plan.models[m.name].recommended or 0,
+            window_of(m, snapshot.settings),
+        )
+        for m in snapshot.models
+        if m.name in plan.models
+    }
     return snapshot.model_copy(
         update={
+            "recent_desired": marks,
             "replicas": replicas,
             "holds": dict(plan.holds),
             "now": now + timedelta(seconds=advance_s),

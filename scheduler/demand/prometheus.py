@@ -1,13 +1,16 @@
-"""Demand from vLLM's own metrics through the Prometheus HTTP API.
+"""Scaling signals from a Prometheus server's query API, for vLLM and SGLang alike.
 
-inflight = sum by model of `vllm:num_requests_running`, queued = of `vllm:num_requests_waiting`.
-vLLM labels its metrics with `model_name` (the served model name, which the job template sets
-to the catalog name). `last_used` is the last time this source saw a request for the model.
+Per model (label `model_name`, the served name, which the job templates set to the catalog
+name): running and waiting requests summed, KV-cache usage averaged, TTFT and inter-token
+latency p90 from the histogram buckets' rate over `window`, generation tokens/s. Metric names:
+serving-runtimes.md section 6. An unreachable Prometheus is a DemandError: the pass then acts on
+nothing, so every model keeps its count, and the failed read is counted as for Consul.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -15,28 +18,58 @@ import httpx
 
 from scheduler.core.models import Demand
 from scheduler.demand import DemandError
-
-RUNNING = "vllm:num_requests_running"
-WAITING = "vllm:num_requests_waiting"
+from scheduler.demand.signals import Signals, Target, build_load, combine
 
 
-class PrometheusDemandSource:
+def _names(*names: str) -> str:
+    return '{__name__=~"' + "|".join(names) + '"}'
+
+
+def queries(label: str, window: str, q: float) -> dict[str, str]:
+    def hist(vllm: str, sglang: str) -> str:
+        buckets = _names(f"{vllm}_bucket", f"{sglang}_bucket")
+        return f"histogram_quantile({q}, sum by ({label}, le) (rate({buckets}[{window}])))"
+
+    running = _names("vllm:num_requests_running", "sglang:num_running_reqs")
+    waiting = _names("vllm:num_requests_waiting", "sglang:num_queue_reqs")
+    kv = _names("vllm:kv_cache_usage_perc", "sglang:token_usage")
+    return {
+        "running": f"sum by ({label}) ({running})",
+        "waiting": f"sum by ({label}) ({waiting})",
+        "kv_cache": f"avg by ({label}) ({kv})",
+        "ttft": hist("vllm:time_to_first_token_seconds", "sglang:time_to_first_token_seconds"),
+        "itl": hist("vllm:inter_token_latency_seconds", "sglang:inter_token_latency_seconds"),
+        "tokens_per_s": (
+            f"sum by ({label}) (rate({_names('vllm:generation_tokens_total')}[{window}]))"
+            f" or sum by ({label}) ({_names('sglang:gen_throughput')})"
+        ),
+    }
+
+
+class PrometheusSignals:
     name = "prometheus"
 
-    def __init__(self, url: str, *, label: str = "model_name", timeout_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        label: str = "model_name",
+        timeout_s: float = 5.0,
+        window: str = "1m",
+        quantile_q: float = 0.9,
+    ) -> None:
         self.url = url.rstrip("/")
         self.label = label
         self._client = httpx.Client(timeout=timeout_s)
-        self._last_used: dict[str, datetime] = {}
+        self._queries = queries(label, window, quantile_q)
 
-    def _query(self, metric: str) -> dict[str, float]:
-        expr = f"sum by ({self.label}) ({metric})"
+    def _query(self, expr: str) -> dict[str, float]:
         try:
             resp = self._client.get(f"{self.url}/api/v1/query", params={"query": expr})
             body: Any = resp.json()
         except (httpx.HTTPError, ValueError) as exc:
             raise DemandError(f"prometheus {self.url}: {exc}") from exc
-        if resp.status_code != 200 or body.get("status") != "success":
+        if resp.status_code != 200 or not isinstance(body, dict) or body.get("status") != "success":
             raise DemandError(f"prometheus {self.url}: {resp.status_code} {str(body)[:200]}")
         out: dict[str, float] = {}
         for item in (body.get("data") or {}).get("result") or []:
@@ -47,21 +80,51 @@ class PrometheusDemandSource:
                 continue
         return out
 
-    def read(
-        self, models: list[str], kv_demand: Mapping[str, Demand], now: datetime
-    ) -> dict[str, Demand]:
-        running, waiting = self._query(RUNNING), self._query(WAITING)
-        out: dict[str, Demand] = {}
+    def read_signals(
+        self, models: Sequence[str], targets: Mapping[str, Sequence[Target]], now: datetime
+    ) -> Signals:
+        got = {key: self._query(expr) for key, expr in self._queries.items()}
+        signals = Signals()
         for name in models:
-            inflight = max(round(running.get(name, 0)), 0)
-            queued = max(round(waiting.get(name, 0)), 0)
-            if inflight + queued > 0:
-                self._last_used[name] = now
-            last = self._last_used.get(name)
-            if last is None and name in kv_demand:
-                last = kv_demand[name].last_used
-            out[name] = Demand(inflight=inflight, queued=queued, last_used=last)
-        return out
+            if not any(name in series for series in got.values()):
+                continue  # no server of it reports: no signal (its replicas keep their count)
+            fields: dict[str, float | None] = {}
+            for key, series in got.items():
+                value = series.get(name)
+                if value is not None and math.isnan(value):
+                    value = None  # histogram_quantile of no observations: no reading
+                if value is not None and key in ("ttft", "itl") and not math.isinf(value):
+                    value *= 1000
+                fields[{"ttft": "ttft_p90_ms", "itl": "itl_p90_ms"}.get(key, key)] = value
+            load = build_load(name, fields, 0, True, signals.errors)
+            if load is not None:
+                signals.load[name] = load
+                if (load.running or 0) + (load.waiting or 0) > 0:
+                    signals.seen[name] = now
+        return signals
 
     def close(self) -> None:
         self._client.close()
+
+
+class PrometheusDemandSource:
+    """The demand source of `--demand prometheus` before issue 18, kept for embedders: the
+    servers' running and waiting counts, combined with the gateway's KV demand."""
+
+    name = "prometheus"
+
+    def __init__(self, url: str, *, label: str = "model_name", timeout_s: float = 5.0) -> None:
+        self.signals = PrometheusSignals(url, label=label, timeout_s=timeout_s)
+        self._last_used: dict[str, datetime] = {}
+
+    def read(
+        self, models: list[str], kv_demand: Mapping[str, Demand], now: datetime
+    ) -> dict[str, Demand]:
+        sig = self.signals.read_signals(models, {}, now)
+        self._last_used.update(sig.seen)
+        sig.seen = {k: v for k, v in self._last_used.items() if k in models}
+        demand = combine(kv_demand, sig)
+        return {name: demand.get(name, Demand()) for name in models}
+
+    def close(self) -> None:
+        self.signals.close()

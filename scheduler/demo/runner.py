@@ -21,6 +21,7 @@ from scheduler.demo.view import DemoStats, plain_line, render, summary
 from scheduler.ops.catalog_io import kv_value
 from scheduler.ops.dashboard import DashboardObserver, serve_ops
 from scheduler.ops.metrics import MetricsObserver
+from scheduler.standins.model_server import ModelServers, QueueModel
 from scheduler.standins.runner import RunningServer
 
 DEMO_PREFIX = "llm-scheduler-demo/"
@@ -70,9 +71,15 @@ class DemandWriter:
     kv: KVLayout
     refresh_s: float = 3.0
     writes: int = 0
+    # The stand-in model servers: the same load is offered to the replicas, whose metrics the
+    # service scrapes (issue 18); the gateway's keys still count, for models with no replica.
+    servers: ModelServers | None = None
     _last: dict[str, tuple[int, int, float]] = field(default_factory=dict)
 
     def write(self, demand: dict[str, Demand]) -> None:
+        if self.servers is not None:
+            for name, d in demand.items():
+                self.servers.offer(name, d.inflight + d.queued)
         now = time.monotonic()
         stamp = rfc3339(datetime.now(UTC))
         for name, d in demand.items():
@@ -175,16 +182,21 @@ def run_demo(opts: DemoOptions, console: Console) -> DemoResult:
     kv = KVLayout(DEMO_PREFIX)
     lines: list[str] = []
     with console.status("starting the Consul and Nomad stand-ins", spinner="dots"):
-        dev = DevCluster(load_delay_s=1.0 / speed).start()
+        dev = DevCluster(load_delay_s=1.0 / speed, model_servers=True).start()
     try:
         client = consul_client(dev.consul_url)
         _seed(client, kv, speed)
-        demand = DemandWriter(client, kv)
+        if dev.servers is not None:
+            dev.servers.queue = QueueModel(capacity=16.0)  # the demo's usual request target
+        demand = DemandWriter(client, kv, servers=dev.servers)
         demand.write(trace.demand_at(0.0))
         config = ServiceConfig(
             consul_addr=dev.consul_url, nomad_addr=dev.nomad_url, kv_prefix=DEMO_PREFIX,
             pass_interval_s=max(0.5, 2.0 / speed), debounce_s=0.2, watch_wait_s=WATCH_WAIT_S,
             session_ttl_s=10, lock_delay_s=0, log_format="json",
+            # Scaling on the stand-in model servers' own metrics (issue 18), on demo time.
+            signals="scrape", signal_window_s=max(2.0, 6.0 / speed),
+            signal_interval_s=max(0.5, 1.0 / speed),
         )  # fmt: skip
         server = None
         if opts.dashboard_port is not None:

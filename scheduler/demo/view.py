@@ -41,6 +41,10 @@ class DemoStats:
     # (victim, victim class, beneficiary, beneficiary class) -> how many times.
     gave_way: dict[tuple[str, str, str, str], int] = field(default_factory=dict)
     final_pending: dict[str, str] = field(default_factory=dict)
+    # Issue 18: models scaled out for a latency objective (the first such start's reason), and
+    # the reading that then met it.
+    objective_out: dict[str, str] = field(default_factory=dict)
+    objective_met: dict[str, str] = field(default_factory=dict)
     _last_now: datetime | None = field(default=None, repr=False)
     _waiting: dict[str, float] = field(default_factory=dict, repr=False)  # current wait so far
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -63,6 +67,14 @@ class DemoStats:
             self.max_gpus_allocated = max(self.max_gpus_allocated, use.gpus_allocated)
             self._count_waits(snapshot.now, pending)
             self.final_pending = pending
+            for m in snapshot.models:
+                load, goal = snapshot.load.get(m.name), m.scaling.ttft_p90_ms
+                if m.name not in self.objective_out or load is None or goal is None:
+                    continue
+                if load.ttft_p90_ms is not None and load.ttft_p90_ms <= goal:
+                    self.objective_met.setdefault(
+                        m.name, f"ttft p90 {load.ttft_p90_ms:.0f} ms <= {goal:.0f} ms"
+                    )
 
     def _count_waits(self, now: datetime, pending: dict[str, str]) -> None:
         # The time since the last pass goes to the models that were pending then and still are.
@@ -92,6 +104,10 @@ class DemoStats:
                     self.errors.append(f"{action.op} {action.model}: {error}")
             elif action.op == "start":
                 self.starts += 1
+                if any(f"{s} p90" in action.reason for s in ("ttft", "itl")) and (
+                    " ms objective" in action.reason and " > " in action.reason
+                ):
+                    self.objective_out.setdefault(action.model, action.reason)
             else:
                 self.stops += 1
                 if isinstance(action, StopAction) and action.preempted_for:
@@ -252,5 +268,9 @@ def summary(stats: DemoStats, seconds: float, gpus_total: int) -> list[str]:
         lines += [f"    {n}: {r}" for n, r in sorted(stats.final_pending.items())]
     else:
         lines.append("  nothing pending at the end: every model had what it wanted")
+    for name, reason in sorted(stats.objective_out.items()):
+        met = stats.objective_met.get(name)
+        lines.append(f"  latency objective: {name} {reason}")
+        lines.append(f"    then met it: {met}" if met else "    not met by the end")
     lines += [f"  error: {e}" for e in stats.errors]
     return lines

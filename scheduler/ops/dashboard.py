@@ -117,6 +117,7 @@ class DashboardObserver:
                     "desired": status.desired if status else None,
                     "live": status.live if status else replicas.get(m.name, 0),
                     "pending": status.pending if status else None,
+                    "why": status.why if status else None,  # which signal set the count
                 }
             )
         colours = model_colours(

@@ -61,6 +61,15 @@ class MetricsObserver:
             ["op", "result"],
             registry=r,
         )
+        # Issue 18: what the model servers report, per model, as the core saw it.
+        self.signals = Gauge(
+            "llm_scheduler_model_signal",
+            "Scaling signals by model (running, waiting, kv_cache, ttft_p90_ms, itl_p90_ms, "
+            "tokens_per_s, reporting) and the count they ask for before stabilisation "
+            "(recommended).",
+            ["model", "signal"],
+            registry=r,
+        )
         self.passes = Counter("llm_scheduler_passes", "Reconcile passes.", registry=r)
         self.last_pass = Gauge(
             "llm_scheduler_last_pass_timestamp_seconds", "When the last pass ended.", registry=r
@@ -73,6 +82,7 @@ class MetricsObserver:
         self._lock = threading.Lock()
         self._classes: dict[str, str] = {}
         self._known: set[tuple[str, str]] = set()
+        self._signals_known: set[tuple[str, str]] = set()
 
     def pass_finished(
         self, snapshot: Snapshot, plan: Plan, duration_s: float, input_errors: list[str]
@@ -100,11 +110,27 @@ class MetricsObserver:
                 self.replicas.labels(model, state).set(n)
             for name, status in plan.models.items():
                 self.desired.labels(name).set(status.desired)
+            self._export_signals(snapshot, plan)
             use = usage(snapshot)
             self.gpus.labels("allocated").set(use.gpus_allocated)
             self.gpus.labels("total").set(use.gpus_total)
             self.mig_slices.labels("allocated").set(use.mig_allocated)
             self.mig_slices.labels("total").set(use.mig_total)
+
+    def _export_signals(self, snapshot: Snapshot, plan: Plan) -> None:
+        values: dict[tuple[str, str], float] = {}
+        for name, load in snapshot.load.items():
+            for key, value in load.model_dump(exclude={"complete"}).items():
+                if value is not None:
+                    values[(name, key)] = float(value)
+        for name, status in plan.models.items():
+            if status.recommended is not None:
+                values[(name, "recommended")] = float(status.recommended)
+        for gone in self._signals_known - values.keys():
+            self.signals.remove(*gone)
+        self._signals_known = set(values)
+        for (name, key), value in values.items():
+            self.signals.labels(name, key).set(value)
 
     def action_done(self, action: StartAction | StopAction, ok: bool, error: str | None) -> None:
         with self._lock:

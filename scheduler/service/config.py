@@ -37,6 +37,17 @@ class ServiceConfig(BaseSettings):
     listen_addr: str = "127.0.0.1:9464"
     demand_source: str = "consul"
     prometheus_url: str = "http://127.0.0.1:9090"
+    # Scaling signals from the model servers (issue 18): "scrape" reads each ready replica's
+    # /metrics, "prometheus" asks prometheus_url (also implied by demand_source=prometheus),
+    # "none" scales on the KV demand only. The gateway's KV demand counts in every case.
+    signals: str = Field("none", pattern="^(none|scrape|prometheus)$")
+    scrape_concurrency: int = Field(64, ge=1, le=1024)
+    scrape_timeout_s: float = Field(2.0, gt=0)
+    # Latency percentiles cover the buckets observed over this window.
+    signal_window_s: float = Field(60.0, gt=0)
+    # With signals on, a pass runs at least this often: a broken objective changes nothing the
+    # watches see, so only a pass notices it.
+    signal_interval_s: float = Field(2.0, gt=0)
     jobspec_dir: str | None = None
     image_vllm: str = "vllm/vllm-openai:latest"
     image_sglang: str = "lmsysorg/sglang:latest"

@@ -36,7 +36,7 @@ from scheduler.adapters.snapshot_builder import ClusterView, ReadFailed, Snapsho
 from scheduler.adapters.status_writer import StatusWriter, status_record
 from scheduler.core.decide import decide
 from scheduler.core.models import Plan, StartAction, StopAction, rfc3339, to_json
-from scheduler.plugins import demand_source, placement_plugins
+from scheduler.plugins import demand_source, placement_plugins, signal_source
 from scheduler.service.actuator import Actuator
 from scheduler.service.collector import collector_paused
 from scheduler.service.config import ServiceConfig
@@ -67,6 +67,7 @@ class Service:
             self.consul,
             self.layout,
             demand_source=demand_source(config),
+            signal_source=signal_source(config),
             max_value_bytes=config.max_value_bytes,
         )
         self.actuator = Actuator(
@@ -184,7 +185,7 @@ class Service:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            woke = self._changed.wait(timeout=self.config.pass_interval_s)
+            woke = self._changed.wait(timeout=self._interval())
             if self._stop.is_set():
                 break
             if woke and self.config.debounce_s:
@@ -194,6 +195,11 @@ class Service:
                 self.run_pass()
             except Exception:  # one broken pass must not end the service
                 log.exception("pass_crashed")
+
+    def _interval(self) -> float:
+        if self.builder.signal_source is None:
+            return self.config.pass_interval_s
+        return min(self.config.pass_interval_s, self.config.signal_interval_s)
 
     def run_pass(self) -> Plan | None:
         started = time.perf_counter()
@@ -212,6 +218,7 @@ class Service:
             self.actuator.preempted = {**view.preempted, **self.actuator.preempted}
             with tracer.start_as_current_span("decide"), collector_paused():
                 plan = decide(view.snapshot, self.plugins)
+            self.builder.remember(view.snapshot, plan)  # for the scale-down window (issue 18)
             self._log_input_errors(view)
             leader = self.leader.is_leader
             span.set_attribute("leader", leader)

@@ -17,6 +17,7 @@ from scheduler.standins.runner import RunningServer
 
 if TYPE_CHECKING:
     from scheduler.standins.consul.standin import ConsulStandin
+    from scheduler.standins.model_server import ModelServers
 
 
 def _consul_standin(faults: Faults | None) -> ConsulStandin:
@@ -33,7 +34,10 @@ class DevCluster:
         nomad_port: int = 0,
         load_delay_s: float = 1.0,
         faults: Faults | None = None,
+        model_servers: bool = False,
     ) -> None:
+        """`model_servers`: run a stand-in model server (vLLM/SGLang metrics, issue 18) for
+        every running allocation that serves HTTP; `self.servers` sets their offered load."""
         self.fleet = fleet if fleet is not None else builtin_fleet()
         self.consul_port = consul_port
         self.nomad_port = nomad_port
@@ -43,6 +47,8 @@ class DevCluster:
         self._nomad: NomadStandin | None = None
         self._consul_server: RunningServer | None = None
         self._nomad_server: RunningServer | None = None
+        self.with_model_servers = model_servers
+        self.servers: ModelServers | None = None
 
     def start(self) -> DevCluster:
         if self._nomad_server is not None:
@@ -50,11 +56,16 @@ class DevCluster:
         self._consul = _consul_standin(self.faults)
         self._consul_server = self._consul.start(self.consul_port)
         try:
+            if self.with_model_servers:
+                from scheduler.standins.model_server import ModelServers
+
+                self.servers = ModelServers()
             self._nomad = NomadStandin(
                 self.fleet,
                 registry=self._consul,
                 load_delay_s=self.load_delay_s,
                 faults=self.faults,
+                model_servers=self.servers,
             )
             self._nomad_server = self._nomad.start(self.nomad_port)
         except BaseException:
@@ -67,6 +78,9 @@ class DevCluster:
             self._nomad.stop()
         if self._consul is not None:
             self._consul.close()
+        if self.servers is not None:
+            self.servers.close()
+            self.servers = None
         self._nomad_server = self._consul_server = None
 
     @property

@@ -247,6 +247,10 @@ def settings_dicts(small: bool = False) -> st.SearchStrategy[dict[str, int]]:
             "min_lifetime_s": st.sampled_from(times),
             "preempt_hold_s": st.sampled_from(times),
             "max_victims": st.sampled_from([3, 0, 1, 2, 4]),
+            # Issue 18's scale-down window needs the pass-to-pass marks the service feeds back;
+            # these runs do not, so they check the rules under an immediate scale-down
+            # (stabilisation has its own tests in tests/core/test_scaling_signals.py).
+            "scale_down_window_s": st.just(0),
         }
     )
 
@@ -749,8 +753,12 @@ def check_statuses(snap: Snapshot, plan: Plan) -> None:
     idx = Index.of(snap)
     assert set(plan.models) == set(idx.models)
     starts: dict[str, int] = {}
+    # A move's replacement (consolidation, defragmentation: issue 16) starts beside the replica
+    # it replaces, make-before-break: it is not growth past desired.
+    moving = set(plan.moves.values())
     for a in starts_of(plan):
-        starts[a.model] = starts.get(a.model, 0) + 1
+        if a.replica not in moving:
+            starts[a.model] = starts.get(a.model, 0) + 1
     scale_downs: dict[str, int] = {}
     for stop in stops_of(plan):
         if stop.preempted_for is None and not retired(stop):
@@ -774,8 +782,17 @@ def check_statuses(snap: Snapshot, plan: Plan) -> None:
         else:
             assert sc.min <= status.desired <= sc.max
             if demand is not None:
-                want = min(max(math.ceil(load / sc.target_per_replica), sc.min), sc.max)
-                assert status.desired == want
+                # ceil(load / target), or what is serving when within 10% of it (issue 18)
+                serving = sum(1 for r in idx.live(name) if r.state == "running")
+                need = load / sc.target_per_replica
+                raw = math.ceil(need)
+                if serving and abs(need / serving - 1) <= 0.1:
+                    raw = serving
+                asked = min(max(raw, sc.min), sc.max)
+                assert status.recommended in (None, asked)
+                # The scale-down window (issue 18) may keep live replicas above what is asked,
+                # never more than are live.
+                assert asked <= status.desired <= max(asked, status.live)
         assert status.live == len(idx.live(name))
         got = starts.get(name, 0)
         assert got <= max(status.desired - status.live, 0), f"{name}: started past desired"
@@ -803,7 +820,14 @@ def check_scale_down(snap: Snapshot, plan: Plan) -> None:
         if a.reason.startswith("scale down"):
             assert a.preempted_for is None
             by_model.setdefault(a.model, set()).add(a.replica)
-    gone = {a.replica for a in stops_of(plan) if retired(a)}
+    # Replicas that go whatever the demand (load-grace time-outs) or are replaced by a better
+    # placement (issue 16: the worse ones of a model above desired go first) are not the
+    # scale-down's to choose.
+    gone = {
+        a.replica
+        for a in stops_of(plan)
+        if retired(a) or a.reason.startswith(("consolidation:", "replaced"))
+    }
     for name, ids in by_model.items():
         live = sorted(
             (r for r in idx.live(name) if r.id not in gone),
@@ -921,7 +945,7 @@ def _fail_1() -> Scenario:
     gpus = [{"id": f"g{i}", "model": "NVIDIA H100 80GB HBM3", "memory_gb": 80} for i in range(8)]
     base = {
         "now": ts(T0),
-        "settings": {"min_lifetime_s": 0, "preempt_hold_s": 0},
+        "settings": {"min_lifetime_s": 0, "preempt_hold_s": 0, "scale_down_window_s": 0},
         "nodes": [{"id": "n0", "name": "n0", "cpu_cores": 64, "memory_gb": 512, "gpus": gpus}],
         "models": [
             model("m1", "critical", 1, 1),
@@ -1011,7 +1035,12 @@ def _fail_2() -> Scenario:
     gpus = [{"id": f"g{i}", "model": "NVIDIA H100 80GB HBM3", "memory_gb": 80} for i in range(8)]
     base = {
         "now": ts(T0),
-        "settings": {"eviction_grace_s": 0, "min_lifetime_s": 0, "preempt_hold_s": 0},
+        "settings": {
+            "eviction_grace_s": 0,
+            "min_lifetime_s": 0,
+            "preempt_hold_s": 0,
+            "scale_down_window_s": 0,
+        },
         "nodes": [{"id": "n0", "name": "n0", "cpu_cores": 64, "memory_gb": 512, "gpus": gpus}],
         "models": [
             model("m0", "opportunistic", 2),
@@ -1077,7 +1106,12 @@ def _fail_3() -> Snapshot:
     return parse_snapshot(
         {
             "now": ts(T0),
-            "settings": {"eviction_grace_s": 0, "min_lifetime_s": 0, "preempt_hold_s": 0},
+            "settings": {
+                "eviction_grace_s": 0,
+                "min_lifetime_s": 0,
+                "preempt_hold_s": 0,
+                "scale_down_window_s": 0,
+            },
             "nodes": [{"id": "n0", "name": "n0", "cpu_cores": 64, "memory_gb": 512, "gpus": gpus}],
             "models": [
                 model("m0", "standard", 1, 2, 4),

@@ -61,6 +61,9 @@ def _model(want: int, profiles: list[dict] | None = None, **extra: Any) -> dict[
 
 def _plan(nodes: list[dict], replicas: list[dict], model: dict, **snap: Any) -> Plan:
     body = {"now": NOW, "nodes": nodes, "models": [model], "replicas": replicas, **snap}
+    # No scale-down window (issue 18): a fresh snapshot would keep every live replica for a
+    # whole window, the replaced ones included (after a restart a roll-out waits that long).
+    body["settings"] = {"scale_down_window_s": 0, **body.get("settings", {})}
     return decide(parse_snapshot(body))
 
 
@@ -281,6 +284,7 @@ def _two_models(nodes: list[dict], replicas: list[dict], **snap: Any) -> Plan:
     small = {**_model(2), "name": "small"}
     big = {**_model(1, [{"name": "tp4", "gpus": 4}]), "name": "big"}
     body = {"now": NOW, "nodes": nodes, "models": [small, big], "replicas": replicas, **snap}
+    body["settings"] = {"scale_down_window_s": 0, **body.get("settings", {})}
     return decide(parse_snapshot(body))
 
 

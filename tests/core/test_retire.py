@@ -53,6 +53,9 @@ def _plan(nodes: list[dict], replicas: list[dict], *, want: int = 1, grace: int 
             }
         ],
         "replicas": replicas,
+        # No scale-down window (issue 18): a fresh snapshot would keep every live replica
+        # for a whole window, the replaced one included.
+        "settings": {"scale_down_window_s": 0},
     }
     return decide(parse_snapshot(snap))
 

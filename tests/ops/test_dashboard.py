@@ -76,6 +76,20 @@ def test_state_api_shows_holders_pending_and_preemptions(served: object) -> None
     assert page.status_code == 200 and "api/state" in page.text
 
 
+def test_state_api_says_which_signal_set_each_count(served: object) -> None:
+    """Issue 18: each model's `why` reaches the page (the live/desired cell's title)."""
+    dash, _, server = served  # type: ignore[misc]
+    snap, plan = snapshot_and_plan()
+    why = "2 replicas: ttft p90 840 ms > 500 ms objective (queue 2/5)"
+    big = plan.models["big-405b"].model_copy(update={"why": why})
+    dash.pass_finished(snap, plan.model_copy(update={"models": {**plan.models, "big-405b": big}}),
+                       0.01, [])  # fmt: skip
+    models = {m["name"]: m for m in httpx.get(server.url + "/api/state").json()["models"]}
+    assert models["big-405b"]["why"] == why
+    assert models["llama-70b"]["why"] is None
+    assert "title: m.why" in httpx.get(server.url + "/").text
+
+
 def test_parse_listen() -> None:
     assert parse_listen("127.0.0.1:9464") == ("127.0.0.1", 9464)
     assert parse_listen(":9000") == ("127.0.0.1", 9000)

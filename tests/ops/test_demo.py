@@ -134,3 +134,25 @@ def test_the_summary_tells_who_waited_who_gave_way_and_what_is_left() -> None:
     assert f"    big-405b (standard) 15 s: {pending}" in lines
     assert lines[-2:] == ["  still pending at the end:", f"    big-405b: {pending}"]
     assert "busiest moment: 4 of 46 whole GPUs and 1 of 6 MIG slices in use" in lines[1]
+
+
+def test_the_summary_tells_a_latency_objective_met_by_scaling_out() -> None:
+    """Issue 18: a start for a broken TTFT objective, then a reading within it, make the story."""
+    from datetime import UTC, datetime
+
+    from scheduler.core.models import Load, Model, Plan, Snapshot, StartAction
+    from scheduler.demo.catalog import MODELS
+    from scheduler.demo.view import DemoStats, summary
+
+    qwen: Model = next(m for m in MODELS if m.name == "qwen-2.5-32b")
+    assert qwen.scaling.ttft_p90_ms == 500  # the demo's model with a latency objective
+    stats = DemoStats()
+    reason = "scale up: 2 replicas: ttft p90 586 ms > 500 ms objective (requests 21), 2 of 2"
+    start = StartAction(model=qwen.name, profile="tp2", replica="r-1", shards=[], reason=reason)
+    stats.action_done(start, True, None)
+    now = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)
+    snap = Snapshot(now=now, models=[qwen], load={qwen.name: Load(ttft_p90_ms=229)})
+    stats.pass_finished(snap, Plan(), 0.01, [])
+    lines = summary(stats, 20, 46)
+    assert f"  latency objective: {qwen.name} {reason}" in lines
+    assert "    then met it: ttft p90 229 ms <= 500 ms" in lines

@@ -101,3 +101,16 @@ def test_why_and_dry_run_decide_on_the_live_cluster(
     assert why["source"] == "live decision" and why["pending"] == plan["models"]["huge"]["pending"]
     result = CliRunner().invoke(app, ["why", "nope"])
     assert result.exit_code == 1 and "nope is not in the catalog" in result.output
+
+
+def test_why_says_which_signal_set_the_count(consul_kv: object) -> None:
+    """Issue 18: the status record's `why` is shown by `why MODEL`, text and JSON."""
+    put = consul_kv.kv.put  # type: ignore[attr-defined]
+    why = "3 replicas: ttft p90 840 ms > 500 ms objective (queue 2/5, kv 0.41/0.80)"
+    record = {"desired": 3, "live": 3, "pending": None, "why": why, "replicas": []}
+    put(PREFIX + "status/chat", json.dumps(record))
+    code, out = _run("why", "chat")
+    assert code == 0, out
+    assert f"scaling: {why}" in out.replace("\n", " ")
+    code, out = _run("why", "chat", "--json")
+    assert code == 0 and json.loads(out)["why"] == why

@@ -17,7 +17,14 @@ from scheduler.standins.devcluster import DevCluster
 LAYOUT = KVLayout()
 H100 = "NVIDIA H100 80GB HBM3"
 A100 = "NVIDIA A100-SXM4-80GB"
-FAST_SETTINGS = {"eviction_grace_s": 0, "min_lifetime_s": 0, "preempt_hold_s": 0, "max_victims": 3}
+# Every wait at zero, the scale-down window (issue 18) too: these tests drive single passes.
+FAST_SETTINGS = {
+    "eviction_grace_s": 0,
+    "min_lifetime_s": 0,
+    "preempt_hold_s": 0,
+    "max_victims": 3,
+    "scale_down_window_s": 0,
+}
 
 
 def small_fleet() -> list[Node]:

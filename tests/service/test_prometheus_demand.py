@@ -1,4 +1,7 @@
-"""The Prometheus demand source against a tiny fake Prometheus HTTP API on loopback."""
+"""The Prometheus signal source against a tiny fake Prometheus HTTP API on loopback.
+
+The fake answers each query the source sends by the metric names in it, so the test fails if
+the source stops asking for either runtime's names (serving-runtimes.md section 6)."""
 
 from __future__ import annotations
 
@@ -11,26 +14,44 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from scheduler.core.models import Demand
+from scheduler.core.models import Demand, Load
 from scheduler.demand import DemandError
-from scheduler.demand.prometheus import PrometheusDemandSource
+from scheduler.demand.prometheus import PrometheusDemandSource, PrometheusSignals
 from scheduler.standins.runner import serve_in_thread
 
 NOW = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)
-SERIES = {
-    "vllm:num_requests_running": {"llama": "7", "small": "0"},
-    "vllm:num_requests_waiting": {"llama": "3"},
+# query kind -> (names that must all be in the query, model -> value)
+SERIES: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
+    "running": (
+        ("vllm:num_requests_running", "sglang:num_running_reqs"),
+        {"llama": "7", "small": "0", "qwen": "4"},
+    ),
+    "waiting": (("vllm:num_requests_waiting", "sglang:num_queue_reqs"), {"llama": "3"}),
+    "kv": (("vllm:kv_cache_usage_perc", "sglang:token_usage"), {"llama": "0.41", "qwen": "0.9"}),
+    "ttft": (
+        (
+            "histogram_quantile(0.9",
+            "vllm:time_to_first_token_seconds_bucket",
+            "sglang:time_to_first_token_seconds_bucket",
+        ),
+        {"llama": "0.84", "small": "NaN", "qwen": "+Inf"},
+    ),
+    "itl": (
+        ("vllm:inter_token_latency_seconds_bucket", "sglang:inter_token_latency_seconds_bucket"),
+        {"llama": "0.03"},
+    ),
+    "tokens": (("vllm:generation_tokens_total", "sglang:gen_throughput"), {"llama": "120"}),
 }
 
 
 async def query(request: Request) -> JSONResponse:
     expr = request.query_params.get("query", "")
-    metric = next((m for m in SERIES if m in expr), None)
-    if metric is None or "sum by (model_name)" not in expr:
-        return JSONResponse({"status": "error", "error": "bad query"}, status_code=400)
+    kind = next((k for k, (names, _) in SERIES.items() if all(n in expr for n in names)), None)
+    if kind is None or "by (model_name" not in expr:
+        return JSONResponse({"status": "error", "error": f"bad query {expr}"}, status_code=400)
     result = [
         {"metric": {"model_name": name}, "value": [1700000000.0, value]}
-        for name, value in SERIES[metric].items()
+        for name, value in SERIES[kind][1].items()
     ]
     return JSONResponse({"status": "success", "data": {"resultType": "vector", "result": result}})
 
@@ -42,24 +63,43 @@ def prometheus() -> Iterator[str]:
     server.stop()
 
 
-def test_reads_running_and_waiting_per_model(prometheus: str) -> None:
+def test_signals_per_model_for_both_runtimes(prometheus: str) -> None:
+    source = PrometheusSignals(prometheus)
+    sig = source.read_signals(["llama", "small", "qwen", "absent"], {}, NOW)
+    assert sig.load["llama"] == Load(
+        running=7, waiting=3, kv_cache=0.41, ttft_p90_ms=840, itl_p90_ms=30, tokens_per_s=120
+    )
+    assert sig.load["small"].ttft_p90_ms is None  # no observations (NaN): no reading, no error
+    assert "absent" not in sig.load  # no server reports it: no signal
+    # +Inf is refused by model and field; the rest of qwen's reading stands, marked incomplete
+    assert sig.load["qwen"].kv_cache == 0.9 and sig.load["qwen"].ttft_p90_ms is None
+    assert not sig.load["qwen"].complete
+    assert any(e.startswith("model qwen: ttft_p90_ms:") for e in sig.errors), sig.errors
+    assert sig.seen == {"llama": NOW, "qwen": NOW}
+
+
+def test_demand_combines_the_gateway_and_the_servers(prometheus: str) -> None:
     source = PrometheusDemandSource(prometheus)
-    demand = source.read(["llama", "small", "absent"], {}, NOW)
-    assert demand["llama"] == Demand(inflight=7, queued=3, last_used=NOW)
-    assert demand["small"] == Demand(inflight=0, queued=0, last_used=None)
-    assert demand["absent"].inflight == 0
+    kv = {
+        "llama": Demand(inflight=2, queued=9, last_used=NOW.replace(hour=9)),
+        "small": Demand(inflight=5, last_used=NOW.replace(hour=8)),
+    }
+    demand = source.read(["llama", "small", "absent"], kv, NOW)
+    assert demand["llama"] == Demand(inflight=7, queued=9, last_used=NOW)  # larger need wins
+    assert demand["small"] == Demand(inflight=5, queued=0, last_used=NOW.replace(hour=8))
+    assert demand["absent"] == Demand()
     later = NOW.replace(minute=5)
-    SERIES["vllm:num_requests_running"]["llama"] = "0"
-    SERIES["vllm:num_requests_waiting"]["llama"] = "0"
+    SERIES["running"][1]["llama"] = "0"
+    SERIES["waiting"][1]["llama"] = "0"
     try:
         again = source.read(["llama"], {}, later)
     finally:
-        SERIES["vllm:num_requests_running"]["llama"] = "7"
-        SERIES["vllm:num_requests_waiting"]["llama"] = "3"
+        SERIES["running"][1]["llama"] = "7"
+        SERIES["waiting"][1]["llama"] = "3"
     assert again["llama"].last_used == NOW  # idle since the last time it saw requests
 
 
 def test_unreachable_prometheus_is_a_demand_error() -> None:
-    source = PrometheusDemandSource("http://127.0.0.1:9", timeout_s=0.5)
+    source = PrometheusSignals("http://127.0.0.1:9", timeout_s=0.5)
     with pytest.raises(DemandError):
-        source.read(["llama"], {}, NOW)
+        source.read_signals(["llama"], {}, NOW)

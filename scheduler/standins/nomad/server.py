@@ -6,7 +6,7 @@ import json
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -24,6 +24,9 @@ from scheduler.standins.nomad.state import CasError, Cluster
 from scheduler.standins.nomad.views import alloc_stub, eval_stub
 from scheduler.standins.registry import CheckStatus, ServiceRegistry
 from scheduler.standins.runner import RunningServer, serve_in_thread
+
+if TYPE_CHECKING:
+    from scheduler.standins.model_server import ModelServers
 
 Handler = Callable[[Request], Awaitable[Response]]
 
@@ -96,6 +99,7 @@ class NomadStandin:
         short_devices: bool = False,
         health_time_scale: float = 0.0,
         initial_check: CheckStatus = "passing",
+        model_servers: ModelServers | None = None,
     ) -> None:
         """`load_delay_s`: how long allocations stay pending; `stop_delay_s`: how long a
         stopped running allocation keeps ClientStatus running (0: complete at once);
@@ -116,6 +120,7 @@ class NomadStandin:
             short_devices=short_devices,
             health_time_scale=health_time_scale,
             initial_check=initial_check,
+            model_servers=model_servers,
         )
         self.region = region
         self.datacenter = datacenter

@@ -7,6 +7,7 @@ timers) and apply them before releasing it, so Consul sees them in the order the
 from __future__ import annotations
 
 import copy
+import json
 import random
 import threading
 import time
@@ -14,7 +15,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scheduler.core.models import Node
 from scheduler.standins.nomad import deployments, views
@@ -26,6 +27,9 @@ from scheduler.standins.nomad.nodes import MHZ_PER_CORE, NodeRecord, node_full, 
 from scheduler.standins.nomad.placement import Metrics, NodeView, claim, place
 from scheduler.standins.nomad.watch import ChangeFeed
 from scheduler.standins.registry import CheckStatus, ServiceInstance, ServiceRegistry
+
+if TYPE_CHECKING:
+    from scheduler.standins.model_server import ModelServers
 
 TERMINAL_CLIENT = {"complete", "failed", "lost"}
 ALLOC_NOT_NEEDED = "alloc not needed due to job update"
@@ -84,6 +88,7 @@ class Cluster:
         short_devices: bool = False,
         health_time_scale: float = 0.0,
         initial_check: CheckStatus = "passing",
+        model_servers: ModelServers | None = None,
     ) -> None:
         """`reserved`: node id (or "*" for all) -> (CPU MHz, memory MiB) the client keeps
         back; `short_devices`: emulate Nomad 1.9.0-1.11.0 placing fewer instances than asked;
@@ -128,6 +133,8 @@ class Cluster:
         self._services: dict[str, list[str]] = {}  # alloc id -> registered service ids
         self._timers: dict[str, threading.Timer] = {}
         self._closed = False
+        # Issue 18: a stand-in model server for each running allocation that serves HTTP.
+        self.model_servers = model_servers
 
     # ------------------------------------------------------------ index
 
@@ -836,6 +843,7 @@ class Cluster:
                 ]
             alloc["ClientStatus"] = "running"
             alloc["ClientDescription"] = "Tasks are running"
+            self._serve_model(alloc)
             self._touch(alloc)
             self._check_status[alloc_id] = self.initial_check
             job = self._jobs.get((alloc["Namespace"], alloc["JobID"]))
@@ -973,6 +981,33 @@ class Cluster:
             dep = self._deployments.get(dep_id)
             return copy.deepcopy(dep) if dep else None
 
+    def _serve_model(self, alloc: dict[str, Any]) -> None:
+        """Start a stand-in model server for an allocation whose group has an `http` port and a
+        service (a multi-node replica's head). Every stand-in server listens on loopback, so the
+        allocation reports 127.0.0.1 and the port actually bound, where Nomad would report the
+        node's address and the port it picked."""
+        if self.model_servers is None:
+            return
+        shared = alloc["AllocatedResources"]["Shared"]
+        http = next((p for p in shared.get("Ports") or [] if p.get("Label") == "http"), None)
+        group = next(g for g in alloc["Job"]["TaskGroups"] if g["Name"] == alloc["TaskGroup"])
+        services = group.get("Services") or [
+            s for t in group["Tasks"] for s in t.get("Services") or []
+        ]
+        if http is None or not services:
+            return
+        # The scheduler's job Meta names the model (its served name); else the job id.
+        model = str((alloc["Job"].get("Meta") or {}).get("llm_scheduler_model") or alloc["JobID"])
+        configs = json.dumps([t.get("Config") for t in group["Tasks"]], default=str)
+        runtime = "sglang" if "sglang" in configs else "vllm"
+        port = self.model_servers.start(alloc["ID"], model, runtime)
+        http["Value"], http["HostIP"] = port, "127.0.0.1"
+        for net in shared.get("Networks") or []:
+            net["IP"] = "127.0.0.1"
+            for dyn in net.get("DynamicPorts") or []:
+                if dyn.get("Label") == "http":
+                    dyn["Value"] = port
+
     def _stop_alloc(
         self,
         alloc: dict[str, Any],
@@ -1025,6 +1060,8 @@ class Cluster:
                 ]
         self._touch(alloc)
         effects.deregister += self._services.pop(alloc["ID"], [])
+        if self.model_servers is not None:
+            self.model_servers.stop(alloc["ID"])
 
     def stop_allocation(self, alloc_id: str) -> dict[str, Any]:
         """POST /v1/allocation/<id>/stop: stop it; the job's evaluation places a replacement."""
