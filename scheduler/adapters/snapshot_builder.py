@@ -7,7 +7,6 @@ of that key (if this process saw one) stands in for it.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -15,6 +14,7 @@ from typing import Any
 from scheduler.adapters.catalog import Catalog, read_catalog
 from scheduler.adapters.consul_kv import ConsulClient, ConsulError, kv_list, passing_allocs
 from scheduler.adapters.gpu_reports import apply_reports, records_from_kv
+from scheduler.adapters.json_bounds import bounded_loads
 from scheduler.adapters.kv_layout import KVLayout
 from scheduler.adapters.nomad_api import NomadAPI, NomadError
 from scheduler.adapters.nomad_jobs import OwnedJob, owned_job, replica_from, service_name
@@ -61,7 +61,7 @@ def parse_state(entries: list[dict[str, Any]], key: str) -> tuple[dict[str, Hold
     if not raw:
         return {}, {}
     try:
-        data = json.loads(raw)
+        data = bounded_loads(raw, 1 << 20)
         holds = {k: Hold.model_validate(v) for k, v in (data.get("holds") or {}).items()}
         preempted = {str(k): str(v) for k, v in (data.get("preempted") or {}).items()}
         return holds, preempted

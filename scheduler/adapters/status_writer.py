@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 from scheduler.adapters.consul_kv import ConsulClient, kv_cas, kv_get
+from scheduler.adapters.json_bounds import bounded_loads
 from scheduler.adapters.kv_layout import KVLayout
 from scheduler.core.models import ModelStatus, Replica
 
@@ -81,7 +82,7 @@ def _content(entry: dict[str, Any] | None) -> str:
     if not entry or not entry.get("Value"):
         return ""
     try:
-        data = json.loads(entry["Value"])
+        data = bounded_loads(entry["Value"], 1 << 20)
         data.pop("updated_at", None)
         return json.dumps(data, sort_keys=True)
     except (ValueError, TypeError, AttributeError):

@@ -20,7 +20,21 @@ CLASS_RANK: dict[str, int] = {"opportunistic": 0, "standard": 1, "critical": 2}
 NAME_PATTERN = r"^[a-z0-9]([a-z0-9._-]{0,62}[a-z0-9])?$"
 OWNER_PATTERN = r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$"
 
-NonNegFloat = Annotated[float, Field(ge=0)]
+# Bounds keep every value the core computes with finite: no NaN, no infinity, no float overflow
+# from a huge count divided by a tiny target, no timedelta overflow from a huge duration.
+MAX_AMOUNT = 1e9
+MAX_COUNT = 10**9
+MAX_DURATION_S = 30 * 86400
+NonNegFloat = Annotated[float, Field(ge=0, le=MAX_AMOUNT, allow_inf_nan=False)]
+Count = Annotated[int, Field(ge=0, le=MAX_COUNT)]
+Duration = Annotated[int, Field(ge=0, le=MAX_DURATION_S)]
+
+
+def check_owner(owner: str) -> str:
+    """An owner path with no empty, `.` or `..` segment (it is also a Consul key's tail)."""
+    if any(part in (".", "..") for part in owner.split("/")):
+        raise ValueError(f"owner path {owner!r} has a '.' or '..' segment")
+    return owner
 
 
 class Strict(BaseModel):
@@ -40,10 +54,13 @@ class Amount(Strict):
 
 
 class Settings(Strict):
-    eviction_grace_s: Annotated[int, Field(ge=0)] = 300
-    min_lifetime_s: Annotated[int, Field(ge=0)] = 600
-    preempt_hold_s: Annotated[int, Field(ge=0)] = 300
+    eviction_grace_s: Duration = 300
+    min_lifetime_s: Duration = 600
+    preempt_hold_s: Duration = 300
     max_victims: Annotated[int, Field(ge=0, le=64)] = 3
+    # How long the replicas of a model whose key was deleted stay before they are stopped
+    # (a key deleted by mistake can be put back in that time).
+    retire_grace_s: Duration = 600
 
 
 # ---------------------------------------------------------------- fleet
@@ -91,9 +108,9 @@ class Node(Lenient):
 
 
 class Scaling(Strict):
-    min: Annotated[int, Field(ge=0)] = 0
-    max: Annotated[int, Field(ge=0)] = 1
-    target_per_replica: Annotated[float, Field(gt=0)] = 16
+    min: Annotated[int, Field(ge=0, le=100_000)] = 0
+    max: Annotated[int, Field(ge=0, le=100_000)] = 1
+    target_per_replica: Annotated[float, Field(ge=0.001, le=MAX_AMOUNT, allow_inf_nan=False)] = 16
     on_demand: bool = False
 
     @model_validator(mode="after")
@@ -131,7 +148,7 @@ class Profile(Strict):
 
 class Model(Strict):
     name: Annotated[str, Field(pattern=NAME_PATTERN)]
-    owner: Annotated[str, Field(pattern=OWNER_PATTERN)]
+    owner: Annotated[str, Field(pattern=OWNER_PATTERN, max_length=256)]
     class_: ClassName = Field("standard", alias="class")
     scaling: Scaling = Field(default_factory=Scaling)
     profiles: Annotated[list[Profile], Field(min_length=1)]
@@ -141,6 +158,8 @@ class Model(Strict):
     # How long a replica may take from registration to passing its readiness check (weights
     # download, load, compile). Sizes the job's health-check grace and the starting time-out.
     load_grace_s: Annotated[int, Field(ge=30, le=86400)] = 1800
+
+    _owner = field_validator("owner")(check_owner)
 
     @field_validator("profiles")
     @classmethod
@@ -156,14 +175,16 @@ class Model(Strict):
 
 
 class Quota(Strict):
-    owner: Annotated[str, Field(pattern=OWNER_PATTERN)]
+    owner: Annotated[str, Field(pattern=OWNER_PATTERN, max_length=256)]
     guarantee: Amount = Field(default_factory=Amount)
     limit: Amount | None = None
 
+    _owner = field_validator("owner")(check_owner)
+
 
 class Demand(Strict):
-    inflight: Annotated[int, Field(ge=0)] = 0
-    queued: Annotated[int, Field(ge=0)] = 0
+    inflight: Count = 0
+    queued: Count = 0
     last_used: AwareDatetime | None = None
 
 

@@ -92,6 +92,16 @@ class Service:
         self.last_read_error: str | None = None
         self.passes = 0
         self._logged_errors: list[str] = []
+        # Health: passes that raised, reads that failed, and the watches' own state.
+        self.pass_failures = 0
+        self.failures_in_a_row = 0
+        self.last_failure: str | None = None
+        self._last_pass_end = time.monotonic()
+        self._watchers: list[BlockingWatch] = []
+        for obs in self.observers:
+            attach = getattr(obs, "attach", None)
+            if attach is not None:
+                attach(self)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -107,7 +117,8 @@ class Service:
 
     def run(self) -> None:
         self.leader.start()
-        for watch in self._watches():
+        self._watchers = self._watches()
+        for watch in self._watchers:
             watch.start()
         try:
             self._loop()
@@ -179,10 +190,56 @@ class Service:
             if woke and self.config.debounce_s:
                 self._stop.wait(self.config.debounce_s)  # let a burst of changes settle
             self._changed.clear()
-            try:
-                self.run_pass()
-            except Exception:  # one broken pass must not end the service
-                log.exception("pass_crashed")
+            self.run_pass_safely()
+
+    def run_pass_safely(self) -> Plan | None:
+        """One pass; whatever it raises is counted, logged whole, and shows in /healthz."""
+        try:
+            plan = self.run_pass()
+        except Exception as exc:  # one broken pass must not end the service
+            self._failed("pass", f"{type(exc).__name__}: {exc}")
+            log.exception("pass_failed", error=self.last_failure, in_a_row=self.failures_in_a_row)
+            return None
+        if plan is None:
+            self._failed("read", f"read failed: {self.last_read_error}")
+        else:
+            self.failures_in_a_row = 0
+        return plan
+
+    def _failed(self, kind: str, error: str) -> None:
+        self._last_pass_end = time.monotonic()
+        self.failures_in_a_row += 1
+        self.last_failure = error
+        if kind == "pass":
+            self.pass_failures += 1
+        for obs in self.observers:
+            hook = getattr(obs, "pass_failed", None)
+            if hook is not None:
+                hook(kind, error)
+
+    def health(self) -> dict[str, Any]:
+        """What /healthz answers: ok, the reasons it is not, and whether this instance leads."""
+        now = time.monotonic()
+        reasons: list[str] = []
+        if self.failures_in_a_row >= self.config.unhealthy_after_failures:
+            reasons.append(f"{self.failures_in_a_row} passes in a row failed: {self.last_failure}")
+        stale_after = 2 * self.config.http_timeout(self.config.watch_wait_s)
+        for watch in self._watchers:
+            stale = watch.stale_for(now)
+            if stale > stale_after:
+                reasons.append(f"watch {watch.name} stale for {stale:.0f} s: {watch.last_error}")
+        quiet = now - self._last_pass_end
+        if self._thread is not None and quiet > 3 * self.config.pass_interval_s + stale_after:
+            reasons.append(f"no pass finished for {quiet:.0f} s")
+        return {
+            "ok": not reasons,
+            "reasons": reasons,
+            "leader": self.leader.is_leader,
+            "passes": self.passes,
+            "failed_passes": self.pass_failures,
+            "failures_in_a_row": self.failures_in_a_row,
+            "last_pass_age_s": round(quiet, 3),
+        }
 
     def run_pass(self) -> Plan | None:
         started = time.perf_counter()
@@ -214,6 +271,7 @@ class Service:
                     log.warning("status_write_failed", error=str(exc))
         self.last_plan = plan
         self.passes += 1
+        self._last_pass_end = time.monotonic()
         duration = time.perf_counter() - started
         for obs in self.observers:
             obs.pass_finished(view.snapshot, plan, duration, view.input_errors)
