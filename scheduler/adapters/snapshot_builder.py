@@ -11,21 +11,81 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import structlog
+from pydantic import AwareDatetime, BaseModel, ValidationError
+
 from scheduler.adapters.catalog import Catalog, read_catalog
-from scheduler.adapters.consul_kv import ConsulClient, ConsulError, kv_list, passing_allocs
+from scheduler.adapters.consul_kv import (
+    FILTERED_HEADER,
+    ConsulClient,
+    ConsulError,
+    kv_read,
+    passing_allocs,
+)
 from scheduler.adapters.gpu_reports import apply_reports, records_from_kv
 from scheduler.adapters.json_bounds import bounded_loads
 from scheduler.adapters.kv_layout import KVLayout
 from scheduler.adapters.nomad_api import NomadAPI, NomadError
 from scheduler.adapters.nomad_jobs import OwnedJob, owned_job, replica_from, service_name
 from scheduler.adapters.nomad_nodes import node_from_nomad
-from scheduler.core.models import Demand, Hold, Model, Node, Quota, Settings, Snapshot
+from scheduler.core.models import (
+    Demand,
+    Hold,
+    Model,
+    Node,
+    Quota,
+    Settings,
+    Snapshot,
+    rfc3339,
+)
 from scheduler.demand import DemandError, DemandSource
 from scheduler.demand.kv import KVDemandSource
+
+log = structlog.get_logger("llm-scheduler.snapshot")
 
 
 class ReadFailed(Exception):
     """Nomad, Consul or the demand source could not be read; nothing may be decided."""
+
+
+@dataclass
+class Gone:
+    """What went missing and since when; kept in the state key so a restart remembers it."""
+
+    models: dict[str, datetime] = field(default_factory=dict)  # model key deleted
+    demand: dict[str, tuple[datetime, Demand]] = field(default_factory=dict)  # demand key deleted
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "models": {k: rfc3339(v) for k, v in sorted(self.models.items())},
+            "demand": {
+                k: {"since": rfc3339(t), "last": d.model_dump(mode="json")}
+                for k, (t, d) in sorted(self.demand.items())
+            },
+        }
+
+
+class _GoneDemand(BaseModel):
+    since: AwareDatetime
+    last: Demand
+
+
+def _parse_gone(data: Any) -> Gone:
+    gone = Gone()
+    if not isinstance(data, dict):
+        return gone
+    for name, since in (data.get("models") or {}).items():
+        try:
+            gone.models[str(name)] = datetime.fromisoformat(str(since))
+        except ValueError:
+            continue
+    for name, value in (data.get("demand") or {}).items():
+        try:
+            item = _GoneDemand.model_validate(value)
+        except ValidationError:
+            continue
+        gone.demand[str(name)] = (item.since, item.last)
+    return gone
 
 
 @dataclass
@@ -41,6 +101,7 @@ class ClusterView:
     preempted: dict[str, str] = field(default_factory=dict)  # replica -> model, from KV state
     kv_entries: list[dict[str, Any]] = field(default_factory=list)
     job_ids: set[str] = field(default_factory=set)  # every job id Nomad listed, ours or not
+    gone: Gone = field(default_factory=Gone)  # what went missing, for the state key
 
     @property
     def input_errors(self) -> list[str]:
@@ -55,18 +116,20 @@ class _LastGood:
     settings: Settings = field(default_factory=Settings)
 
 
-def parse_state(entries: list[dict[str, Any]], key: str) -> tuple[dict[str, Hold], dict[str, str]]:
-    """(holds, replica -> model it was preempted for) from the scheduler's state key."""
+def parse_state(
+    entries: list[dict[str, Any]], key: str
+) -> tuple[dict[str, Hold], dict[str, str], Gone]:
+    """(holds, replica -> model it was preempted for, what went missing) from the state key."""
     raw = next((e.get("Value") for e in entries if e.get("Key") == key), None)
     if not raw:
-        return {}, {}
+        return {}, {}, Gone()
     try:
         data = bounded_loads(raw, 1 << 20)
         holds = {k: Hold.model_validate(v) for k, v in (data.get("holds") or {}).items()}
         preempted = {str(k): str(v) for k, v in (data.get("preempted") or {}).items()}
-        return holds, preempted
+        return holds, preempted, _parse_gone(data.get("gone"))
     except (ValueError, TypeError, AttributeError):
-        return {}, {}  # our own key; a bad value only loses holds
+        return {}, {}, Gone()  # our own key; a bad value only loses holds
 
 
 class SnapshotBuilder:
@@ -89,6 +152,8 @@ class SnapshotBuilder:
         self._job_cache: dict[str, tuple[int, OwnedJob | None]] = {}
         self._last_health: dict[str, set[str]] = {}
         self._listed: list[str] = []
+        self._gone = Gone()
+        self._seen_demand: dict[str, Demand] = {}  # the demand keys of the last read
 
     # ------------------------------------------------------------------ reads
 
@@ -102,6 +167,9 @@ class SnapshotBuilder:
                 cached = (mod, node_from_nomad(self.nomad.get(f"/v1/node/{nid}")))
                 self._node_cache[nid] = cached
             nodes.append(cached[1])
+        listed = {n.id for n in nodes}
+        for gone in self._node_cache.keys() - listed:
+            del self._node_cache[gone]  # a node that left the cluster
         return sorted(nodes, key=lambda n: n.id)
 
     def _jobs(self) -> list[OwnedJob]:
@@ -117,6 +185,8 @@ class SnapshotBuilder:
                 self._job_cache[jid] = cached
             if cached[1] is not None:
                 out.append(cached[1])
+        for gone in self._job_cache.keys() - set(self._listed):
+            del self._job_cache[gone]  # a purged job: forget it
         return out
 
     def _allocs(self) -> dict[str, list[dict[str, Any]]]:
@@ -165,21 +235,92 @@ class SnapshotBuilder:
             except ConsulError as exc:
                 warnings.append(f"health of {service_name(model)} unreadable: {exc}")
             healthy |= self._last_health.get(model, set())
+        for gone in self._last_health.keys() - models:
+            del self._last_health[gone]
         return healthy
+
+    def _listing(self) -> tuple[int, list[dict[str, Any]]]:
+        """The whole prefix in one read. When Consul filtered it by ACLs, ask each prefix the
+        decision reads: one of them filtered means a partial catalog, which is unknown data,
+        so nothing is decided (deleted keys and hidden keys look the same in a listing)."""
+        listing = kv_read(self.consul, self.layout.prefix)
+        if listing.filtered:
+            for prefix in (
+                self.layout.models,
+                self.layout.quotas,
+                self.layout.demand,
+                self.layout.settings,
+                self.layout.nodes,
+                self.layout.holds,
+            ):
+                if kv_read(self.consul, prefix).filtered:
+                    raise ConsulError(
+                        f"read {prefix}: Consul filtered the listing by ACLs "
+                        f"({FILTERED_HEADER}); the token must be able to read every key there"
+                    )
+        return listing.index, listing.entries
+
+    def _track_gone(
+        self,
+        cat: Catalog,
+        models: list[Model],
+        saved: Gone,
+        running: set[str],
+        now: datetime,
+        has_state: bool,
+    ) -> dict[str, datetime]:
+        """Remember what went missing; carry a deleted demand key's last value for
+        eviction_grace_s; list models whose key was deleted while replicas of theirs run."""
+        for name, since in saved.models.items():
+            self._gone.models[name] = min(since, self._gone.models.get(name, since))
+        for name, (since, last) in saved.demand.items():
+            if name not in self._gone.demand or since < self._gone.demand[name][0]:
+                self._gone.demand[name] = (since, last)
+        known = {m.name for m in models} | cat.bad_models
+        # Demand: missing is not zero.
+        seen = dict(cat.demand)
+        grace = (cat.settings or Settings()).eviction_grace_s
+        for name in list(self._gone.demand):
+            if name in seen or name not in known:
+                del self._gone.demand[name]
+        for name in sorted(known - seen.keys()):
+            if name not in self._gone.demand and name in self._seen_demand:
+                self._gone.demand[name] = (now, self._seen_demand[name])
+            if name in self._gone.demand:
+                since, last = self._gone.demand[name]
+                if (now - since).total_seconds() < grace:
+                    cat.demand[name] = last
+        self._seen_demand = seen
+        # Models: a deleted key retires the model, after retire_grace_s (in the core).
+        for name in list(self._gone.models):
+            if name in known or name not in running:
+                del self._gone.models[name]  # back, or nothing of it left
+        if not known and not has_state:
+            # No model key and no state key of ours while replicas run: a wiped Consul or a
+            # wrong prefix, not an operator retiring models; retire nothing.
+            return {}
+        for name in sorted(running - known):
+            if name not in self._gone.models:
+                self._gone.models[name] = now
+                log.warning("model_retiring", model=name, reason="its key was deleted")
+        return dict(self._gone.models)
 
     def build(self, now: datetime) -> ClusterView:
         try:
-            kv_index, entries = kv_list(self.consul, self.layout.prefix)
+            kv_index, entries = self._listing()
             nodes = self._nodes()
             jobs = self._jobs()
             allocs = self._allocs()
             cat = read_catalog(entries, self.layout, self.max_value_bytes)
             models, frozen, blocked = self._merge_catalog(cat)
+            holds, preempted, saved = parse_state(entries, self.layout.holds)
+            running = {j.model for j in jobs if not j.stopped}
+            has_state = any(e.get("Key") == self.layout.holds for e in entries)
+            retired = self._track_gone(cat, models, saved, running, now, has_state)
             demand = self.demand_source.read([m.name for m in models], cat.demand, now)
             nodes, warnings = apply_reports(
                 nodes, records_from_kv(entries, self.layout), layout=self.layout
             )
-            holds, preempted = parse_state(entries, self.layout.holds)
         except (NomadError, ConsulError, DemandError) as exc:
             raise ReadFailed(str(exc)) from exc
         healthy = self._healthy({j.model for j in jobs if not j.stopped}, warnings)
@@ -204,6 +345,7 @@ class SnapshotBuilder:
             demand={k: v for k, v in demand.items() if k in names},
             replicas=replicas,
             holds=holds,
+            retired=retired,
         )
         return ClusterView(
             snapshot=snapshot,
@@ -217,4 +359,5 @@ class SnapshotBuilder:
             preempted=preempted,
             kv_entries=entries,
             job_ids=set(self._listed),
+            gone=Gone(dict(self._gone.models), dict(self._gone.demand)),
         )

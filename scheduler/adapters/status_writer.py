@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from scheduler.adapters.consul_kv import ConsulClient, kv_cas, kv_get
+from scheduler.adapters.consul_kv import ConsulClient, kv_cas, kv_delete_cas, kv_get
 from scheduler.adapters.json_bounds import bounded_loads
 from scheduler.adapters.kv_layout import KVLayout
 from scheduler.core.models import ModelStatus, Replica
@@ -65,6 +65,20 @@ class StatusWriter:
                 self._written[key] = known
                 return False
         return False
+
+    def delete(self, key: str) -> bool:
+        """Remove a record (CAS on the index last seen); True when it is gone."""
+        known = self._written.get(key)
+        index = known[1] if known is not None and known[1] > 0 else None
+        if index is None:
+            entry = kv_get(self.consul, key)
+            if entry is None:
+                self._written.pop(key, None)
+                return True
+            index = int(entry["ModifyIndex"])
+        done = kv_delete_cas(self.consul, key, index)
+        self._written.pop(key, None)  # re-read next time either way
+        return done
 
     def prime(self, entries: list[dict[str, Any]]) -> None:
         """Learn current values and ModifyIndexes from a KV read made anyway (saves a GET each)."""

@@ -122,8 +122,8 @@ class _Pass:
     # ------------------------------------------------------------ the pass
 
     def run(self) -> Plan:
+        statuses: dict[str, ModelStatus] = self.retire()
         self.scale_down()
-        statuses: dict[str, ModelStatus] = {}
         for m in sorted(self.snapshot.models, key=self.order_key):
             want, have = self.desired[m.name], self.live[m.name]
             pending, tried = self.grow(m) if have < want else (None, [])
@@ -136,6 +136,29 @@ class _Pass:
         )
         # Pending MIG demand a drained MIG GPU could serve if re-partitioned: advice only.
         return plan.model_copy(update={"advice": mig_advice(self.snapshot, plan)})
+
+    def retire(self) -> dict[str, ModelStatus]:
+        """Stop the replicas of models whose key was deleted, once the grace has passed (a key
+        deleted by mistake can be put back in time); their statuses say when."""
+        grace = timedelta(seconds=self.settings.retire_grace_s)
+        statuses: dict[str, ModelStatus] = {}
+        for name, since in sorted(self.snapshot.retired.items()):
+            if name in self.desired:
+                continue  # back in the catalog
+            reps = sorted(
+                (r for r in self.inv.by_model.get(name, []) if r.counts), key=lambda r: r.id
+            )
+            due = since + grace
+            if reps and self.now >= due:
+                for r in reps:
+                    self.stop(r.id)
+                    reason = f"retired: its key was deleted at {rfc3339(since)}"
+                    self.stops.append(StopAction(replica=r.id, model=name, reason=reason))
+            pending = None
+            if reps and self.now < due:
+                pending = f"retiring: its key was deleted; its replicas stop at {rfc3339(due)}"
+            statuses[name] = ModelStatus(desired=0, live=len(reps), pending=pending)
+        return statuses
 
     def scale_down(self) -> None:
         """First, for every model: scale-downs do not depend on placement, and preemption must

@@ -227,6 +227,11 @@ class Snapshot(Lenient):
     demand: dict[str, Demand] = Field(default_factory=dict)
     replicas: list[Replica] = Field(default_factory=list)
     holds: dict[str, Hold] = Field(default_factory=dict)
+    # Models whose key was deleted while replicas of theirs run: name -> when it went missing
+    # (the adapter lists one only after a complete catalog read). Their replicas stop once
+    # settings.retire_grace_s has passed; a replica of a model neither here nor in `models`
+    # is left alone (unknown is never a reason to stop).
+    retired: dict[str, AwareDatetime] = Field(default_factory=dict)
 
 
 # ---------------------------------------------------------------- plan

@@ -50,6 +50,12 @@ class Actuator:
         self.preempted: dict[str, str] = {}  # replica -> the model it was stopped for
         self.errors: dict[str, str] = {}  # model -> its last action error
 
+    def forget(self, live_replicas: set[str], models: set[str]) -> None:
+        """Per-replica and per-model memory shrinks with the cluster (replicas and models that
+        are gone), so a long-running scheduler does not grow without bound."""
+        self.preempted = {k: v for k, v in self.preempted.items() if k in live_replicas}
+        self.errors = {k: v for k, v in self.errors.items() if k in models}
+
     def _template(self, model: Model) -> dict[str, Any]:
         image = self.images.get(model.runtime, "")
         variables = template_variables(model, image)

@@ -310,11 +310,20 @@ class Service:
             },
             stamp,
         )
+        # A model with no key, no error and nothing left running: its record goes too.
+        for entry in view.kv_entries:
+            key = str(entry.get("Key", ""))
+            if not key.startswith(self.layout.status) or key == self.layout.status_errors:
+                continue
+            name = key[len(self.layout.status) :]
+            if name not in names and self.status.delete(key):
+                log.info("status_removed", model=name, reason="retired: nothing of it is left")
         live = {r.id for r in view.snapshot.replicas}
-        self.actuator.preempted = {k: v for k, v in self.actuator.preempted.items() if k in live}
+        self.actuator.forget(live, names)
         state = {
             "holds": {k: v.model_dump(by_alias=True, mode="json") for k, v in plan.holds.items()},
             "preempted": self.actuator.preempted,
+            "gone": view.gone.to_json(),
         }
         self.status.write(self.layout.holds, state, stamp)
 

@@ -16,13 +16,14 @@ from scheduler.standins.nomad import NomadStandin
 from scheduler.standins.runner import RunningServer
 
 if TYPE_CHECKING:
+    from scheduler.standins.consul.acl import ConsulACL
     from scheduler.standins.consul.standin import ConsulStandin
 
 
-def _consul_standin(faults: Faults | None) -> ConsulStandin:
+def _consul_standin(faults: Faults | None, acl: ConsulACL | None = None) -> ConsulStandin:
     from scheduler.standins.consul.standin import ConsulStandin
 
-    return ConsulStandin(faults=faults)
+    return ConsulStandin(faults=faults, acl=acl)
 
 
 class DevCluster:
@@ -33,12 +34,14 @@ class DevCluster:
         nomad_port: int = 0,
         load_delay_s: float = 1.0,
         faults: Faults | None = None,
+        consul_acl: ConsulACL | None = None,
     ) -> None:
         self.fleet = fleet if fleet is not None else builtin_fleet()
         self.consul_port = consul_port
         self.nomad_port = nomad_port
         self.load_delay_s = load_delay_s
         self.faults = faults
+        self.consul_acl = consul_acl  # Consul in ACL mode (default deny) when set
         self._consul: ConsulStandin | None = None
         self._nomad: NomadStandin | None = None
         self._consul_server: RunningServer | None = None
@@ -47,7 +50,7 @@ class DevCluster:
     def start(self) -> DevCluster:
         if self._nomad_server is not None:
             return self
-        self._consul = _consul_standin(self.faults)
+        self._consul = _consul_standin(self.faults, self.consul_acl)
         self._consul_server = self._consul.start(self.consul_port)
         try:
             self._nomad = NomadStandin(
