@@ -72,10 +72,11 @@ def test_models_delete_retires_after_the_grace_remembered_across_a_restart(
             what="the disappearance recorded in the state key",
         )
         st = wait_for(
-            lambda: (s := status(cluster, "llama")) and (s.get("pending") or "").startswith(
-                "retiring"
-            )
-            and s,
+            lambda: (
+                (s := status(cluster, "llama"))
+                and (s.get("pending") or "").startswith("retiring")
+                and s
+            ),
             what="a retiring status",
         )
         assert st["desired"] == 0 and st["live"] == 1
