@@ -30,6 +30,8 @@ def register(app: typer.Typer) -> None:
             config = config.model_copy(update={"log_format": log_format})
         configure_logging(config.log_format)
         if once:
+            # Inline actuation: the command ends when its Nomad calls are done.
+            config = config.model_copy(update={"actuation_workers": 0})
             plan = Service(config).run_pass()
             raise typer.Exit(code=0 if plan is not None else 1)
 

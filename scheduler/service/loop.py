@@ -74,6 +74,7 @@ class Service:
             namespace=config.nomad_namespace,
             images={"vllm": config.image_vllm, "sglang": config.image_sglang},
             jobspec_dir=config.jobspec_dir,
+            workers=config.actuation_workers,
         )
         self.status = StatusWriter(self.consul, self.layout)
         self.plugins = placement_plugins()
@@ -123,7 +124,13 @@ class Service:
         try:
             self._loop()
         finally:
+            # What is queued still goes out before the lock is released: a new leader must
+            # find it in Nomad, or it would register the same replicas again.
+            self.actuator.shutdown(self.config.shutdown_drain_s)
             self.leader.stop()
+
+    def backlog(self) -> int:
+        return self.actuator.backlog()
 
     def run_in_thread(self) -> threading.Thread:
         self._thread = threading.Thread(target=self.run, name="llm-scheduler", daemon=True)
@@ -245,6 +252,7 @@ class Service:
         started = time.perf_counter()
         with tracer.start_as_current_span("pass") as span:
             now = datetime.now(UTC)
+            read_started = time.monotonic()
             try:
                 with tracer.start_as_current_span("snapshot"):
                     view = self.builder.build(now)
@@ -255,7 +263,9 @@ class Service:
                 span.set_attribute("read_failed", True)
                 return None
             self.last_read_error = None
-            self.actuator.preempted = {**view.preempted, **self.actuator.preempted}
+            # Registers and stops still in flight count as starting and stopping replicas.
+            view.snapshot = self.actuator.overlay(view.snapshot, read_started)
+            self.actuator.remember_preempted(view.preempted)
             with tracer.start_as_current_span("decide"), collector_paused():
                 plan = decide(view.snapshot, self.plugins)
             self._log_input_errors(view)
