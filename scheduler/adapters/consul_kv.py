@@ -152,3 +152,34 @@ def passing_allocs(client: ConsulClient, service: str) -> set[str]:
         if sid.startswith("_nomad-task-") and len(sid) >= len("_nomad-task-") + 36:
             out.add(sid[len("_nomad-task-") : len("_nomad-task-") + 36])
     return out
+
+
+def passing_allocs_of(client: ConsulClient, services: set[str]) -> dict[str, set[str]]:
+    """`passing_allocs` for many services in one read of every check (/v1/health/state/any),
+    instead of one /v1/health/service call per service (500 models: 1.5 s a pass). An instance
+    passes when its own checks and its node's checks all pass, as in /v1/health/service."""
+    try:
+        _, checks = client.health.state("any")
+    except CONSUL_ERRORS as exc:
+        raise ConsulError(f"health: {type(exc).__name__}: {exc}") from exc
+    node_ok: dict[str, bool] = {}
+    instances: dict[str, tuple[str, str, bool]] = {}  # service id -> (name, node, passing)
+    for check in checks or []:
+        sid = str(check.get("ServiceID") or "")
+        node = str(check.get("Node") or "")
+        passing = check.get("Status") == "passing"
+        if not sid:
+            node_ok[node] = node_ok.get(node, True) and passing
+            continue
+        name = str(check.get("ServiceName") or "")
+        if name not in services:
+            continue
+        before = instances.get(sid)
+        instances[sid] = (name, node, passing and (before[2] if before else True))
+    out: dict[str, set[str]] = {name: set() for name in services}
+    for sid, (name, node, passing) in instances.items():
+        if not passing or not node_ok.get(node, True):
+            continue
+        if sid.startswith("_nomad-task-") and len(sid) >= len("_nomad-task-") + 36:
+            out[name].add(sid[len("_nomad-task-") : len("_nomad-task-") + 36])
+    return out

@@ -7,6 +7,7 @@ of that key (if this process saw one) stands in for it.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -20,7 +21,7 @@ from scheduler.adapters.consul_kv import (
     ConsulClient,
     ConsulError,
     kv_read,
-    passing_allocs,
+    passing_allocs_of,
 )
 from scheduler.adapters.gpu_reports import apply_reports, records_from_kv
 from scheduler.adapters.json_bounds import bounded_loads
@@ -175,14 +176,25 @@ class SnapshotBuilder:
     def _jobs(self) -> list[OwnedJob]:
         out = []
         self._listed = []
+        stale: dict[str, int] = {}
         for stub in self.nomad.get("/v1/jobs", {"prefix": "llm-"}) or []:
             jid, mod = str(stub["ID"]), int(stub.get("ModifyIndex") or 0)
             self._listed.append(jid)
             cached = self._job_cache.get(jid)
             if cached is None or cached[0] != mod or mod == 0:
-                body = self.nomad.job_or_none(jid)
-                cached = (mod, owned_job(body) if body else None)
-                self._job_cache[jid] = cached
+                stale[jid] = mod
+        # Changed jobs are read a few at a time: under churn a slow Nomad would otherwise
+        # cost one round trip per changed job, in series, in every pass.
+        if len(stale) > 1:
+            with ThreadPoolExecutor(min(8, len(stale)), "job-read") as pool:
+                bodies = dict(zip(stale, pool.map(self.nomad.job_or_none, stale), strict=True))
+        else:
+            bodies = {jid: self.nomad.job_or_none(jid) for jid in stale}
+        for jid, mod in stale.items():
+            body = bodies[jid]
+            self._job_cache[jid] = (mod, owned_job(body) if body else None)
+        for jid in self._listed:
+            cached = self._job_cache[jid]
             if cached[1] is not None:
                 out.append(cached[1])
         for gone in self._job_cache.keys() - set(self._listed):
@@ -229,11 +241,14 @@ class SnapshotBuilder:
         """Allocation ids passing their Consul checks. Unreadable health keeps the last answer:
         readiness only ever delays what a replica may be used for, so stale is safe."""
         healthy: set[str] = set()
-        for model in sorted(models):
-            try:
-                self._last_health[model] = passing_allocs(self.consul, service_name(model))
-            except ConsulError as exc:
-                warnings.append(f"health of {service_name(model)} unreadable: {exc}")
+        names = {model: service_name(model) for model in models}
+        try:
+            passing = passing_allocs_of(self.consul, set(names.values()))
+            for model, name in names.items():
+                self._last_health[model] = passing.get(name, set())
+        except ConsulError as exc:
+            warnings.append(f"health unreadable: {exc}")
+        for model in models:
             healthy |= self._last_health.get(model, set())
         for gone in self._last_health.keys() - models:
             del self._last_health[gone]

@@ -89,6 +89,7 @@ class Service:
             backoff=self._backoff(),
         )
         self._thread: threading.Thread | None = None
+        self._running = False
         self.last_plan: Plan | None = None
         self.last_read_error: str | None = None
         self.passes = 0
@@ -117,6 +118,7 @@ class Service:
         self._changed.set()
 
     def run(self) -> None:
+        self._running = True
         self.leader.start()
         self._watchers = self._watches()
         for watch in self._watchers:
@@ -128,6 +130,9 @@ class Service:
             # find it in Nomad, or it would register the same replicas again.
             self.actuator.shutdown(self.config.shutdown_drain_s)
             self.leader.stop()
+            self._running = False
+            if self._thread is None:
+                self.nomad.close()
 
     def backlog(self) -> int:
         return self.actuator.backlog()
@@ -141,7 +146,9 @@ class Service:
         self._stop.set()
         self._changed.set()
         if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=10)
+            self._thread.join(timeout=self.config.shutdown_drain_s + 15)
+        elif self._running:
+            return  # run() is below us on this thread (a signal handler): it hands over
         else:
             self.leader.stop()
         self.nomad.close()
@@ -236,7 +243,7 @@ class Service:
             if stale > stale_after:
                 reasons.append(f"watch {watch.name} stale for {stale:.0f} s: {watch.last_error}")
         quiet = now - self._last_pass_end
-        if self._thread is not None and quiet > 3 * self.config.pass_interval_s + stale_after:
+        if self._running and quiet > 3 * self.config.pass_interval_s + stale_after:
             reasons.append(f"no pass finished for {quiet:.0f} s")
         return {
             "ok": not reasons,

@@ -91,6 +91,12 @@ def test_models_delete_retires_after_the_grace_remembered_across_a_restart(
             datetime.fromisoformat(since)  # ...as remembered in KV, not from the restart
         )
         wait_for(lambda: status(cluster, "llama") is None, what="the status record removed")
+        # Item 7: per-job and per-model memory forgets what is gone (purged job, retired model).
+        wait_for(
+            lambda: not any(j.startswith("llm-llama-") for j in svc.builder._job_cache),
+            what="the job cache forgets the purged job",
+        )
+        assert "llama" not in svc.builder._last_health and "llama" not in svc.actuator.errors
         wait_for(lambda: "llama" not in _state(cluster)["gone"]["models"], what="state cleaned")
         missing = CliRunner().invoke(app, ["models", "delete", "llama"])
         assert missing.exit_code != 0 and "no such model" in missing.output
