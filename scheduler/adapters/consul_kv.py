@@ -126,6 +126,34 @@ def kv_cas(client: ConsulClient, key: str, value: str, cas: int) -> bool:
         raise ConsulError(f"write {key}: {type(exc).__name__}: {exc}") from exc
 
 
+MAX_TXN_OPS = 64  # agent/txn_endpoint.go maxTxnOps
+
+
+def kv_txn_cas(client: ConsulClient, writes: list[tuple[str, str, int]]) -> bool:
+    """Several CAS writes `(key, value, index)` in one transaction (all or none); False when
+    one index was stale. Sent through py-consul's HTTP client with the token header, which
+    its txn.put() leaves out."""
+    ops = [
+        {"KV": {"Verb": "cas", "Key": key, "Value": base64.b64encode(value.encode()).decode(),
+                "Index": index}}
+        for key, value, index in writes
+    ]  # fmt: skip
+
+    def done(response: Any) -> bool:
+        if response.code == 409:
+            return False  # a stale index: Consul lists it in Errors and applies nothing
+        _consul.callback.CB._status(response)
+        return bool(response.code == 200)
+
+    try:
+        result: bool = client.http.put(
+            done, "/v1/txn", data=json.dumps(ops), headers=client.prepare_headers()
+        )
+    except CONSUL_ERRORS as exc:
+        raise ConsulError(f"txn of {len(ops)} writes: {type(exc).__name__}: {exc}") from exc
+    return result
+
+
 def kv_delete_cas(client: ConsulClient, key: str, cas: int) -> bool:
     """Delete `key` only if its ModifyIndex is still `cas` (Consul: true when already gone)."""
     try:

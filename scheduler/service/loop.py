@@ -35,7 +35,7 @@ from scheduler.adapters.nomad_api import NomadAPI
 from scheduler.adapters.snapshot_builder import ClusterView, ReadFailed, SnapshotBuilder
 from scheduler.adapters.status_writer import StatusWriter, status_record
 from scheduler.core.decide import decide
-from scheduler.core.models import Plan, StartAction, StopAction, rfc3339, to_json
+from scheduler.core.models import Plan, Replica, StartAction, StopAction, rfc3339, to_json
 from scheduler.plugins import demand_source, placement_plugins
 from scheduler.service.actuator import Actuator
 from scheduler.service.collector import collector_paused
@@ -310,13 +310,17 @@ class Service:
         names = {m.name for m in view.snapshot.models} | set(plan.models)
         names |= {t for t in view.catalog.errors if t != GENERAL}
         names |= {r.model for r in view.snapshot.replicas}
+        by_model: dict[str, list[Replica]] = {}
+        for rep in view.snapshot.replicas:
+            by_model.setdefault(rep.model, []).append(rep)
+        records = []
         for name in sorted(names):
-            replicas = [r for r in view.snapshot.replicas if r.model == name]
             errors = view.catalog.errors.get(name, [])
             action_error = self.actuator.errors.get(name)
             last_error = "; ".join([*errors, *([action_error] if action_error else [])]) or None
-            record = status_record(plan.models.get(name), replicas, last_error)
-            self.status.write(self.layout.status_key(name), record, stamp)
+            record = status_record(plan.models.get(name), by_model.get(name, []), last_error)
+            records.append((self.layout.status_key(name), record))
+        self.status.write_many(records, stamp)
         general = view.catalog.errors.get(GENERAL, []) + view.warnings
         self.status.write(
             self.layout.status_errors,
