@@ -37,7 +37,6 @@ from scheduler.core.models import (
     Quota,
     Settings,
     Snapshot,
-    rfc3339,
 )
 from scheduler.demand import DemandError, DemandSource
 from scheduler.demand.kv import KVDemandSource
@@ -58,9 +57,10 @@ class Gone:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "models": {k: rfc3339(v) for k, v in sorted(self.models.items())},
+            # Full precision: a grace of seconds must not start up to a second early.
+            "models": {k: v.isoformat() for k, v in sorted(self.models.items())},
             "demand": {
-                k: {"since": rfc3339(t), "last": d.model_dump(mode="json")}
+                k: {"since": t.isoformat(), "last": d.model_dump(mode="json")}
                 for k, (t, d) in sorted(self.demand.items())
             },
         }
@@ -154,22 +154,28 @@ class SnapshotBuilder:
         self._last_health: dict[str, set[str]] = {}
         self._listed: list[str] = []
         self._gone = Gone()
+        # Per-node and per-job reads, a few at a time: under churn a slow Nomad would
+        # otherwise cost one round trip per changed object, in series, in every pass.
+        self._details = ThreadPoolExecutor(8, "nomad-read")
         self._seen_demand: dict[str, Demand] = {}  # the demand keys of the last read
 
     # ------------------------------------------------------------------ reads
 
     def _nodes(self) -> list[Node]:
         stubs = self.nomad.get("/v1/nodes")
-        nodes = []
+        listed: dict[str, int] = {}
         for stub in stubs or []:
-            nid, mod = str(stub["ID"]), int(stub.get("ModifyIndex") or 0)
-            cached = self._node_cache.get(nid)
-            if cached is None or cached[0] != mod or mod == 0:
-                cached = (mod, node_from_nomad(self.nomad.get(f"/v1/node/{nid}")))
-                self._node_cache[nid] = cached
-            nodes.append(cached[1])
-        listed = {n.id for n in nodes}
-        for gone in self._node_cache.keys() - listed:
+            listed[str(stub["ID"])] = int(stub.get("ModifyIndex") or 0)
+        stale = [
+            nid
+            for nid, mod in listed.items()
+            if nid not in self._node_cache or self._node_cache[nid][0] != mod or mod == 0
+        ]
+        bodies = self._details.map(lambda nid: self.nomad.get(f"/v1/node/{nid}"), stale)
+        for nid, body in zip(stale, bodies, strict=True):
+            self._node_cache[nid] = (listed[nid], node_from_nomad(body))
+        nodes = [self._node_cache[nid][1] for nid in listed]
+        for gone in self._node_cache.keys() - listed.keys():
             del self._node_cache[gone]  # a node that left the cluster
         return sorted(nodes, key=lambda n: n.id)
 
@@ -185,11 +191,7 @@ class SnapshotBuilder:
                 stale[jid] = mod
         # Changed jobs are read a few at a time: under churn a slow Nomad would otherwise
         # cost one round trip per changed job, in series, in every pass.
-        if len(stale) > 1:
-            with ThreadPoolExecutor(min(8, len(stale)), "job-read") as pool:
-                bodies = dict(zip(stale, pool.map(self.nomad.job_or_none, stale), strict=True))
-        else:
-            bodies = {jid: self.nomad.job_or_none(jid) for jid in stale}
+        bodies = dict(zip(stale, self._details.map(self.nomad.job_or_none, stale), strict=True))
         for jid, mod in stale.items():
             body = bodies[jid]
             self._job_cache[jid] = (mod, owned_job(body) if body else None)
@@ -322,10 +324,14 @@ class SnapshotBuilder:
 
     def build(self, now: datetime) -> ClusterView:
         try:
-            kv_index, entries = self._listing()
-            nodes = self._nodes()
-            jobs = self._jobs()
-            allocs = self._allocs()
+            # The four listings are independent: read them side by side.
+            with ThreadPoolExecutor(4, "snapshot-read") as pool:
+                listing = pool.submit(self._listing)
+                nodes_read = pool.submit(self._nodes)
+                jobs_read = pool.submit(self._jobs)
+                allocs_read = pool.submit(self._allocs)
+                kv_index, entries = listing.result()
+                nodes, jobs, allocs = nodes_read.result(), jobs_read.result(), allocs_read.result()
             cat = read_catalog(entries, self.layout, self.max_value_bytes)
             models, frozen, blocked = self._merge_catalog(cat)
             holds, preempted, saved = parse_state(entries, self.layout.holds)
