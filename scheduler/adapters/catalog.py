@@ -7,13 +7,13 @@ the others go on. Errors are filed under the model they concern, or `_errors`.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from scheduler.adapters.json_bounds import BoundsError, bounded_loads
 from scheduler.adapters.kv_layout import KVLayout
 from scheduler.core.models import OWNER_PATTERN, Demand, Model, Quota, Settings
 from scheduler.core.validate import format_validation_error
@@ -47,15 +47,10 @@ class Catalog:
 
 
 def _decode(key: str, raw: Any, max_bytes: int) -> tuple[Any, str | None]:
-    data = raw if isinstance(raw, bytes) else str(raw or "").encode()
-    if len(data) > max_bytes:
-        return None, f"{key}: value is {len(data)} bytes, over the limit of {max_bytes}"
-    if not data.strip():
-        return None, f"{key}: value is empty"
     try:
-        return json.loads(data), None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        return None, f"{key}: not valid JSON: {exc}"
+        return bounded_loads(raw, max_bytes), None
+    except BoundsError as exc:
+        return None, f"{key}: {exc}"
 
 
 def _validate(cls: type[T], key: str, value: Any) -> tuple[T | None, list[str]]:

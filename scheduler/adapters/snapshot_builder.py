@@ -7,14 +7,24 @@ of that key (if this process saw one) stands in for it.
 
 from __future__ import annotations
 
-import json
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import structlog
+from pydantic import AwareDatetime, BaseModel, ValidationError
+
 from scheduler.adapters.catalog import Catalog, read_catalog
-from scheduler.adapters.consul_kv import ConsulClient, ConsulError, kv_list, passing_allocs
+from scheduler.adapters.consul_kv import (
+    FILTERED_HEADER,
+    ConsulClient,
+    ConsulError,
+    kv_read,
+    passing_allocs_of,
+)
 from scheduler.adapters.gpu_reports import apply_reports, records_from_kv
+from scheduler.adapters.json_bounds import bounded_loads
 from scheduler.adapters.kv_layout import KVLayout
 from scheduler.adapters.nomad_api import NomadAPI, NomadError
 from scheduler.adapters.nomad_faults import RefusalMemory, refusal, short_allocation
@@ -53,9 +63,52 @@ from scheduler.demand import DemandError, DemandSource
 from scheduler.demand.kv import KVDemandSource
 from scheduler.demand.signals import Signals, SignalSource, Target, combine
 
+log = structlog.get_logger("llm-scheduler.snapshot")
+
 
 class ReadFailed(Exception):
     """Nomad, Consul or the demand source could not be read; nothing may be decided."""
+
+
+@dataclass
+class Gone:
+    """What went missing and since when; kept in the state key so a restart remembers it."""
+
+    models: dict[str, datetime] = field(default_factory=dict)  # model key deleted
+    demand: dict[str, tuple[datetime, Demand]] = field(default_factory=dict)  # demand key deleted
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            # Full precision: a grace of seconds must not start up to a second early.
+            "models": {k: v.isoformat() for k, v in sorted(self.models.items())},
+            "demand": {
+                k: {"since": t.isoformat(), "last": d.model_dump(mode="json")}
+                for k, (t, d) in sorted(self.demand.items())
+            },
+        }
+
+
+class _GoneDemand(BaseModel):
+    since: AwareDatetime
+    last: Demand
+
+
+def _parse_gone(data: Any) -> Gone:
+    gone = Gone()
+    if not isinstance(data, dict):
+        return gone
+    for name, since in (data.get("models") or {}).items():
+        try:
+            gone.models[str(name)] = datetime.fromisoformat(str(since))
+        except ValueError:
+            continue
+    for name, value in (data.get("demand") or {}).items():
+        try:
+            item = _GoneDemand.model_validate(value)
+        except ValidationError:
+            continue
+        gone.demand[str(name)] = (item.since, item.last)
+    return gone
 
 
 @dataclass
@@ -73,6 +126,7 @@ class ClusterView:
     job_ids: set[str] = field(default_factory=set)  # every job id Nomad listed, ours or not
     # Replicas Nomad failed (placement refused, devices short) -> why: stopped and reported.
     faults: dict[str, str] = field(default_factory=dict)
+    gone: Gone = field(default_factory=Gone)  # what went missing, for the state key
 
     @property
     def input_errors(self) -> list[str]:
@@ -121,18 +175,20 @@ def http_address(alloc: dict[str, Any]) -> str | None:
     return None
 
 
-def parse_state(entries: list[dict[str, Any]], key: str) -> tuple[dict[str, Hold], dict[str, str]]:
-    """(holds, replica -> model it was preempted for) from the scheduler's state key."""
+def parse_state(
+    entries: list[dict[str, Any]], key: str
+) -> tuple[dict[str, Hold], dict[str, str], Gone]:
+    """(holds, replica -> model it was preempted for, what went missing) from the state key."""
     raw = next((e.get("Value") for e in entries if e.get("Key") == key), None)
     if not raw:
-        return {}, {}
+        return {}, {}, Gone()
     try:
-        data = json.loads(raw)
+        data = bounded_loads(raw, 1 << 20)
         holds = {k: Hold.model_validate(v) for k, v in (data.get("holds") or {}).items()}
         preempted = {str(k): str(v) for k, v in (data.get("preempted") or {}).items()}
-        return holds, preempted
+        return holds, preempted, _parse_gone(data.get("gone"))
     except (ValueError, TypeError, AttributeError):
-        return {}, {}  # our own key; a bad value only loses holds
+        return {}, {}, Gone()  # our own key; a bad value only loses holds
 
 
 def parse_lifecycle(
@@ -142,7 +198,7 @@ def parse_lifecycle(
     scheduler's state key."""
     raw = next((e.get("Value") for e in entries if e.get("Key") == key), None)
     try:
-        data = json.loads(raw) if raw else {}
+        data = bounded_loads(raw, 1 << 20) if raw else {}
         stalled = {str(k): str(v) for k, v in (data.get("stalled") or {}).items()}
         moves = {str(k): str(v) for k, v in (data.get("moves") or {}).items()}
         return stalled, moves
@@ -195,37 +251,59 @@ class SnapshotBuilder:
         self._seen: dict[str, datetime] = {}
         self._marks: dict[str, list[DesiredMark]] = {}
         self.last_signals = Signals()
+        self._gone = Gone()
+        # Per-node and per-job reads, a few at a time: under churn a slow Nomad would
+        # otherwise cost one round trip per changed object, in series, in every pass.
+        self._details = ThreadPoolExecutor(8, "nomad-read")
+        self._seen_demand: dict[str, Demand] = {}  # the demand keys of the last read
 
     # ------------------------------------------------------------------ reads
 
     def _nodes(self, usage: dict[str, Usage]) -> list[Node]:
         """Nodes less their reserved resources and what other allocations hold on them."""
         stubs = self.nomad.get("/v1/nodes")
-        nodes = []
+        listed: dict[str, int] = {}
         for stub in stubs or []:
-            nid, mod = str(stub["ID"]), int(stub.get("ModifyIndex") or 0)
-            cached = self._node_cache.get(nid)
-            if cached is None or cached[0] != mod or mod == 0:
-                body = self.nomad.get(f"/v1/node/{nid}")
-                mhz = shares_per_core(body.get("NodeResources") or {})
-                cached = (mod, node_from_nomad(body), mhz)
-                self._node_cache[nid] = cached
-            nodes.append(less_usage(cached[1], usage.get(nid), cached[2]))
+            listed[str(stub["ID"])] = int(stub.get("ModifyIndex") or 0)
+        stale = [
+            nid
+            for nid, mod in listed.items()
+            if nid not in self._node_cache or self._node_cache[nid][0] != mod or mod == 0
+        ]
+        bodies = self._details.map(lambda nid: self.nomad.get(f"/v1/node/{nid}"), stale)
+        for nid, body in zip(stale, bodies, strict=True):
+            mhz = shares_per_core(body.get("NodeResources") or {})
+            self._node_cache[nid] = (listed[nid], node_from_nomad(body), mhz)
+        nodes = [
+            less_usage(self._node_cache[nid][1], usage.get(nid), self._node_cache[nid][2])
+            for nid in listed
+        ]
+        for gone in self._node_cache.keys() - listed.keys():
+            del self._node_cache[gone]  # a node that left the cluster
         return sorted(nodes, key=lambda n: n.id)
 
     def _jobs(self) -> list[OwnedJob]:
         out = []
         self._listed = []
+        stale: dict[str, int] = {}
         for stub in self.nomad.get("/v1/jobs", {"prefix": "llm-"}) or []:
             jid, mod = str(stub["ID"]), int(stub.get("ModifyIndex") or 0)
             self._listed.append(jid)
             cached = self._job_cache.get(jid)
             if cached is None or cached[0] != mod or mod == 0:
-                body = self.nomad.job_or_none(jid)
-                cached = (mod, owned_job(body) if body else None)
-                self._job_cache[jid] = cached
+                stale[jid] = mod
+        # Changed jobs are read a few at a time: under churn a slow Nomad would otherwise
+        # cost one round trip per changed job, in series, in every pass.
+        bodies = dict(zip(stale, self._details.map(self.nomad.job_or_none, stale), strict=True))
+        for jid, mod in stale.items():
+            body = bodies[jid]
+            self._job_cache[jid] = (mod, owned_job(body) if body else None)
+        for jid in self._listed:
+            cached = self._job_cache[jid]
             if cached[1] is not None:
                 out.append(cached[1])
+        for gone in self._job_cache.keys() - set(self._listed):
+            del self._job_cache[gone]  # a purged job: forget it
         return out
 
     def _allocs(self, ours: set[str]) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Usage]]:
@@ -323,28 +401,106 @@ class SnapshotBuilder:
         """Allocation ids passing their Consul checks. Unreadable health keeps the last answer:
         readiness only ever delays what a replica may be used for, so stale is safe."""
         healthy: set[str] = set()
-        for model in sorted(models):
-            try:
-                self._last_health[model] = passing_allocs(self.consul, service_name(model))
-            except ConsulError as exc:
-                warnings.append(f"health of {service_name(model)} unreadable: {exc}")
+        names = {model: service_name(model) for model in models}
+        try:
+            passing = passing_allocs_of(self.consul, set(names.values()))
+            for model, name in names.items():
+                self._last_health[model] = passing.get(name, set())
+        except ConsulError as exc:
+            warnings.append(f"health unreadable: {exc}")
+        for model in models:
             healthy |= self._last_health.get(model, set())
+        for gone in self._last_health.keys() - models:
+            del self._last_health[gone]
         return healthy
+
+    def _listing(self) -> tuple[int, list[dict[str, Any]]]:
+        """The whole prefix in one read. When Consul filtered it by ACLs, ask each prefix the
+        decision reads: one of them filtered means a partial catalog, which is unknown data,
+        so nothing is decided (deleted keys and hidden keys look the same in a listing)."""
+        listing = kv_read(self.consul, self.layout.prefix)
+        if listing.filtered:
+            for prefix in (
+                self.layout.models,
+                self.layout.quotas,
+                self.layout.demand,
+                self.layout.settings,
+                self.layout.nodes,
+                self.layout.holds,
+            ):
+                if kv_read(self.consul, prefix).filtered:
+                    raise ConsulError(
+                        f"read {prefix}: Consul filtered the listing by ACLs "
+                        f"({FILTERED_HEADER}); the token must be able to read every key there"
+                    )
+        return listing.index, listing.entries
+
+    def _track_gone(
+        self,
+        cat: Catalog,
+        models: list[Model],
+        saved: Gone,
+        running: set[str],
+        now: datetime,
+        has_state: bool,
+    ) -> dict[str, datetime]:
+        """Remember what went missing; carry a deleted demand key's last value for
+        eviction_grace_s; list models whose key was deleted while replicas of theirs run."""
+        for name, since in saved.models.items():
+            self._gone.models[name] = min(since, self._gone.models.get(name, since))
+        for name, (since, last) in saved.demand.items():
+            if name not in self._gone.demand or since < self._gone.demand[name][0]:
+                self._gone.demand[name] = (since, last)
+        known = {m.name for m in models} | cat.bad_models
+        # Demand: missing is not zero.
+        seen = dict(cat.demand)
+        grace = (cat.settings or Settings()).eviction_grace_s
+        for name in list(self._gone.demand):
+            if name in seen or name not in known:
+                del self._gone.demand[name]
+        for name in sorted(known - seen.keys()):
+            if name not in self._gone.demand and name in self._seen_demand:
+                self._gone.demand[name] = (now, self._seen_demand[name])
+            if name in self._gone.demand:
+                since, last = self._gone.demand[name]
+                if (now - since).total_seconds() < grace:
+                    cat.demand[name] = last
+        self._seen_demand = seen
+        # Models: a deleted key retires the model, after retire_grace_s (in the core).
+        for name in list(self._gone.models):
+            if name in known or name not in running:
+                del self._gone.models[name]  # back, or nothing of it left
+        if not known and not has_state:
+            # No model key and no state key of ours while replicas run: a wiped Consul or a
+            # wrong prefix, not an operator retiring models; retire nothing.
+            return {}
+        for name in sorted(running - known):
+            if name not in self._gone.models:
+                self._gone.models[name] = now
+                log.warning("model_retiring", model=name, reason="its key was deleted")
+        return dict(self._gone.models)
 
     def build(self, now: datetime) -> ClusterView:
         try:
-            kv_index, entries = kv_list(self.consul, self.layout.prefix)
-            jobs = self._jobs()
-            allocs, usage = self._allocs({j.job_id for j in jobs})
+            # The KV listing and the job listing are independent: read them side by side.
+            # Allocations need our job ids, nodes what the other allocations hold.
+            with ThreadPoolExecutor(2, "snapshot-read") as pool:
+                listing = pool.submit(self._listing)
+                jobs = self._jobs()
+                allocs, usage = self._allocs({j.job_id for j in jobs})
+                kv_index, entries = listing.result()
             faults = self._faults(jobs, allocs, now)
             nodes = self.refusals.apply(self._nodes(usage), now)
             cat = read_catalog(entries, self.layout, self.max_value_bytes)
             models, frozen, blocked = self._merge_catalog(cat)
+            holds, preempted, saved = parse_state(entries, self.layout.holds)
+            running = {j.model for j in jobs if not j.stopped}
+            has_state = any(e.get("Key") == self.layout.holds for e in entries)
+            retired = self._track_gone(cat, models, saved, running, now, has_state)
             demand = self.demand_source.read([m.name for m in models], cat.demand, now)
             nodes, warnings = apply_reports(
                 nodes, records_from_kv(entries, self.layout), layout=self.layout
             )
-            holds, preempted = parse_state(entries, self.layout.holds)
             stalled, moves = parse_lifecycle(entries, self.layout.holds)
         except (NomadError, ConsulError, DemandError) as exc:
             raise ReadFailed(str(exc)) from exc
@@ -391,6 +547,7 @@ class SnapshotBuilder:
             moves=moves,
             load={k: v for k, v in load.items() if k in names},
             recent_desired={k: v for k, v in self._marks.items() if k in names},
+            retired=retired,
         )
         return ClusterView(
             snapshot=snapshot,
@@ -405,4 +562,5 @@ class SnapshotBuilder:
             kv_entries=entries,
             job_ids=set(self._listed),
             faults=faults,
+            gone=Gone(dict(self._gone.models), dict(self._gone.demand)),
         )

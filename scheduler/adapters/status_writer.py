@@ -8,7 +8,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from scheduler.adapters.consul_kv import ConsulClient, kv_cas, kv_get
+from scheduler.adapters.consul_kv import (
+    MAX_TXN_OPS,
+    ConsulClient,
+    kv_cas,
+    kv_delete_cas,
+    kv_get,
+    kv_txn_cas,
+)
+from scheduler.adapters.json_bounds import bounded_loads
 from scheduler.adapters.kv_layout import KVLayout
 from scheduler.core.models import ModelStatus, Replica
 
@@ -68,6 +76,48 @@ class StatusWriter:
                 return False
         return False
 
+    def write_many(self, records: list[tuple[str, dict[str, Any]]], updated_at: str) -> int:
+        """`write` for many keys: the changed ones whose index is known go out together in
+        Consul transactions (one round trip instead of one per model); the rest, and any
+        transaction a concurrent write made stale, one by one. How many were written."""
+        batch: list[tuple[str, str, str, int]] = []  # key, content, body, index
+        written = 0
+        for key, record in records:
+            content = json.dumps(record, sort_keys=True)
+            known = self._written.get(key)
+            if known is not None and known[0] == content:
+                continue
+            if known is None or known[1] < 0:
+                written += self.write(key, record, updated_at)
+                continue
+            body = json.dumps({**record, "updated_at": updated_at})
+            batch.append((key, content, body, known[1]))
+        for start in range(0, len(batch), MAX_TXN_OPS):
+            chunk = batch[start : start + MAX_TXN_OPS]
+            if kv_txn_cas(self.consul, [(k, body, i) for k, _, body, i in chunk]):
+                for key, content, _, _ in chunk:
+                    self._written[key] = (content, -1)
+                written += len(chunk)
+                continue
+            for key, content, _, _ in chunk:
+                self._written.pop(key, None)  # re-read and compare, one by one
+                written += self.write(key, json.loads(content), updated_at)
+        return written
+
+    def delete(self, key: str) -> bool:
+        """Remove a record (CAS on the index last seen); True when it is gone."""
+        known = self._written.get(key)
+        index = known[1] if known is not None and known[1] > 0 else None
+        if index is None:
+            entry = kv_get(self.consul, key)
+            if entry is None:
+                self._written.pop(key, None)
+                return True
+            index = int(entry["ModifyIndex"])
+        done = kv_delete_cas(self.consul, key, index)
+        self._written.pop(key, None)  # re-read next time either way
+        return done
+
     def prime(self, entries: list[dict[str, Any]]) -> None:
         """Learn current values and ModifyIndexes from a KV read made anyway (saves a GET each)."""
         for entry in entries:
@@ -84,7 +134,7 @@ def _content(entry: dict[str, Any] | None) -> str:
     if not entry or not entry.get("Value"):
         return ""
     try:
-        data = json.loads(entry["Value"])
+        data = bounded_loads(entry["Value"], 1 << 20)
         data.pop("updated_at", None)
         return json.dumps(data, sort_keys=True)
     except (ValueError, TypeError, AttributeError):

@@ -11,19 +11,9 @@ PREFIX_HELP = "Consul KV prefix (env LLM_SCHEDULER_KV_PREFIX, default llm-schedu
 
 
 def _apply(kind: str, file: str, dry_run: bool, as_json: bool, prefix: str | None) -> None:
-    from rich.syntax import Syntax
-    from rich.table import Table
 
     from scheduler.ops import catalog_io
-    from scheduler.ops.cli_support import (
-        call,
-        console,
-        esc,
-        fail,
-        json_mode,
-        print_json,
-        working,
-    )
+    from scheduler.ops.cli_support import call, fail, working
     from scheduler.ops.connect import consul_client, layout
 
     try:
@@ -38,6 +28,41 @@ def _apply(kind: str, file: str, dry_run: bool, as_json: bool, prefix: str | Non
     kv = layout(prefix)
     with working(f"reading {len(items)} {kind} from Consul"):
         changes = call("Consul", lambda: catalog_io.plan_changes(client, kv, items))
+    _write_and_report(kind, client, changes, dry_run, as_json)
+
+
+def _delete(names: list[str], dry_run: bool, as_json: bool, prefix: str | None) -> None:
+    from scheduler.ops import catalog_io
+    from scheduler.ops.cli_support import call, fail, working
+    from scheduler.ops.connect import consul_client, layout
+
+    client = consul_client()
+    kv = layout(prefix)
+    with working(f"reading {len(names)} models from Consul"):
+        changes = call("Consul", lambda: catalog_io.plan_deletes(client, kv, names))
+    missing = [c.name for c in changes if c.old is None]
+    if missing:
+        fail(f"no such model in Consul: {', '.join(missing)}; nothing was deleted")
+    _write_and_report("models", client, changes, dry_run, as_json)
+
+
+def _write_and_report(
+    kind: str, client: Any, changes: list[Any], dry_run: bool, as_json: bool
+) -> None:
+    from rich.syntax import Syntax
+    from rich.table import Table
+
+    from scheduler.ops import catalog_io
+    from scheduler.ops.cli_support import (
+        call,
+        console,
+        esc,
+        fail,
+        json_mode,
+        print_json,
+        working,
+    )
+
     conflicts: list[str] = []
     if not dry_run:
         with working(f"writing {kind}"):
@@ -58,7 +83,7 @@ def _apply(kind: str, file: str, dry_run: bool, as_json: bool, prefix: str | Non
         table.add_column("name")
         table.add_column("key")
         table.add_column("change")
-        colour = {"create": "green", "update": "yellow", "unchanged": "dim"}
+        colour = {"create": "green", "update": "yellow", "unchanged": "dim", "delete": "red"}
         for c in changes:
             state = "conflict" if c.key in conflicts else c.action
             table.add_row(esc(c.name), esc(c.key), f"[{colour.get(state, 'red')}]{state}[/]")
@@ -184,6 +209,17 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Validate models from a file, show the diff, and write them with CAS."""
         _guard(lambda: _apply("models", file, dry_run, as_json, prefix), as_json)
+
+    @models.command("delete")
+    def models_delete(
+        names: list[str] = typer.Argument(..., help="model names"),
+        dry_run: bool = dry_opt,
+        as_json: bool = json_opt,
+        prefix: str | None = prefix_opt,
+    ) -> None:
+        """Delete models (CAS, with the diff); the scheduler drains their replicas after
+        settings.retire_grace_s."""
+        _guard(lambda: _delete(names, dry_run, as_json, prefix))
 
     @models.command("list")
     def models_list(as_json: bool = json_opt, prefix: str | None = prefix_opt) -> None:

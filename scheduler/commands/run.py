@@ -58,7 +58,8 @@ def _run_once(config: ServiceConfig) -> int:
     The lock is taken with no lock-delay, so the service can take it over at once afterwards."""
     from scheduler.service.loop import Service
 
-    service = Service(config.model_copy(update={"lock_delay_s": 0}))
+    # Inline actuation (no workers): the lock is released only once its Nomad calls are done.
+    service = Service(config.model_copy(update={"lock_delay_s": 0, "actuation_workers": 0}))
     try:
         leader = service.leader.acquire_once()
         if not leader:

@@ -174,6 +174,8 @@ class _Pass(Lifecycle):
 
     def run(self) -> Plan:
         counted = dict(self.live)  # the status reports replicas that count, retired or not
+        # Models whose key was deleted: their statuses, and their replicas once the grace ends.
+        statuses: dict[str, ModelStatus] = self.retire_deleted()
         self.retire()
         self.scale_down()
         self.replace_stale()
@@ -185,7 +187,6 @@ class _Pass(Lifecycle):
         else:
             for m in order:
                 self.turn(m, None)
-        statuses: dict[str, ModelStatus] = {}
         waiting: list[Model] = []
         for m in order:
             pending, tried = self.outcome.get(m.name, (None, []))
@@ -283,6 +284,29 @@ class _Pass(Lifecycle):
         self.stop(r.id)
         self.retired.add(r.id)
         self.stops.append(StopAction(replica=r.id, model=m.name, reason=reason))
+
+    def retire_deleted(self) -> dict[str, ModelStatus]:
+        """Stop the replicas of models whose key was deleted, once the grace has passed (a key
+        deleted by mistake can be put back in time); their statuses say when."""
+        grace = timedelta(seconds=self.settings.retire_grace_s)
+        statuses: dict[str, ModelStatus] = {}
+        for name, since in sorted(self.snapshot.retired.items()):
+            if name in self.desired:
+                continue  # back in the catalog
+            reps = sorted(
+                (r for r in self.inv.by_model.get(name, []) if r.counts), key=lambda r: r.id
+            )
+            due = since + grace
+            if reps and self.now >= due:
+                for r in reps:
+                    self.stop(r.id)
+                    reason = f"retired: its key was deleted at {rfc3339(since)}"
+                    self.stops.append(StopAction(replica=r.id, model=name, reason=reason))
+            pending = None
+            if reps and self.now < due:
+                pending = f"retiring: its key was deleted; its replicas stop at {rfc3339(due)}"
+            statuses[name] = ModelStatus(desired=0, live=len(reps), pending=pending)
+        return statuses
 
     def scale_down(self) -> None:
         """First, for every model: scale-downs do not depend on placement, and preemption must

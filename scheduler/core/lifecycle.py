@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from scheduler.core.inventory import Inventory, NodeState, Shape
+from scheduler.core.inventory import Inventory, NodeState, Shape, profile_need
 from scheduler.core.models import (
     Hold,
     Model,
@@ -299,6 +299,8 @@ class Lifecycle:
                 continue
             if any(a.preempted_for == m.name for a in self.stops):
                 continue  # it preempts for its room instead
+            if self.inv.quota_block(m.owner, profile_need(p)) is not None:
+                continue  # held back by its quota, not by room: moving others would not help
             tries -= 1
             if self.make_room(m, p):
                 left -= 1
@@ -361,6 +363,13 @@ class Lifecycle:
                 return False
             commit(vm, fitted, trial)
             moved.append((r, vm, fitted))
+        # The replacements start before the replicas they replace stop: their owners' quota
+        # limits must hold with both (make-before-break never passes a limit).
+        probe = self.inv.clone()
+        for _r, vm, fitted in moved:
+            if probe.quota_block(vm.owner, profile_need(fitted.profile)) is not None:
+                return False
+            commit(vm, fitted, probe)
         for r, vm, fitted in moved:
             why = f"consolidate: moves {r.id} off {nid} so that {m.name} fits there whole"
             self.start_move(vm, r, fitted, why)

@@ -22,7 +22,21 @@ CLASS_RANK: dict[str, int] = {"opportunistic": 0, "standard": 1, "critical": 2}
 NAME_PATTERN = r"^[a-z0-9]([a-z0-9._-]{0,62}[a-z0-9])?$"
 OWNER_PATTERN = r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$"
 
-NonNegFloat = Annotated[float, Field(ge=0)]
+# Bounds keep every value the core computes with finite: no NaN, no infinity, no float overflow
+# from a huge count divided by a tiny target, no timedelta overflow from a huge duration.
+MAX_AMOUNT = 1e9
+MAX_COUNT = 10**9
+MAX_DURATION_S = 30 * 86400
+NonNegFloat = Annotated[float, Field(ge=0, le=MAX_AMOUNT, allow_inf_nan=False)]
+Count = Annotated[int, Field(ge=0, le=MAX_COUNT)]
+Duration = Annotated[int, Field(ge=0, le=MAX_DURATION_S)]
+
+
+def check_owner(owner: str) -> str:
+    """An owner path with no empty, `.` or `..` segment (it is also a Consul key's tail)."""
+    if any(part in (".", "..") for part in owner.split("/")):
+        raise ValueError(f"owner path {owner!r} has a '.' or '..' segment")
+    return owner
 
 
 class Strict(BaseModel):
@@ -43,9 +57,9 @@ class Amount(Strict):
 
 
 class Settings(Strict):
-    eviction_grace_s: Annotated[int, Field(ge=0)] = 300
-    min_lifetime_s: Annotated[int, Field(ge=0)] = 600
-    preempt_hold_s: Annotated[int, Field(ge=0)] = 300
+    eviction_grace_s: Duration = 300
+    min_lifetime_s: Duration = 600
+    preempt_hold_s: Duration = 300
     max_victims: Annotated[int, Field(ge=0, le=64)] = 3
     # Rolling updates: replacements of a model started ahead of the replicas they replace
     # (make-before-break), at most this many at a time.
@@ -64,6 +78,9 @@ class Settings(Strict):
     # per pass (0: no limit). Scale-up is never delayed. A model's scaling may override both.
     scale_down_window_s: Annotated[int, Field(ge=0, le=86400)] = 300
     scale_down_step: Annotated[int, Field(ge=0)] = 0
+    # How long the replicas of a model whose key was deleted stay before they are stopped
+    # (a key deleted by mistake can be put back in that time).
+    retire_grace_s: Duration = 600
 
 
 # ---------------------------------------------------------------- fleet
@@ -123,9 +140,9 @@ class Node(Lenient):
 
 
 class Scaling(Strict):
-    min: Annotated[int, Field(ge=0)] = 0
-    max: Annotated[int, Field(ge=0)] = 1
-    target_per_replica: Annotated[float, Field(gt=0)] = 16
+    min: Annotated[int, Field(ge=0, le=100_000)] = 0
+    max: Annotated[int, Field(ge=0, le=100_000)] = 1
+    target_per_replica: Annotated[float, Field(ge=0.001, le=MAX_AMOUNT, allow_inf_nan=False)] = 16
     on_demand: bool = False
     # Objectives on what the model servers report (issue 18); each one set is a signal, and the
     # largest count any signal asks for wins. KV-cache usage per replica (0-1, llm-d's 0.80),
@@ -181,7 +198,7 @@ OLD_DEFAULTS: tuple[tuple[str, object], ...] = (("params", {}), ("runtime", "vll
 
 class Model(Strict):
     name: Annotated[str, Field(pattern=NAME_PATTERN)]
-    owner: Annotated[str, Field(pattern=OWNER_PATTERN)]
+    owner: Annotated[str, Field(pattern=OWNER_PATTERN, max_length=256)]
     class_: ClassName = Field("standard", alias="class")
     scaling: Scaling = Field(default_factory=Scaling)
     profiles: Annotated[list[Profile], Field(min_length=1)]
@@ -212,6 +229,8 @@ class Model(Strict):
                 raise ValueError("runtime: moved to serve.runtime")
         return data
 
+    _owner = field_validator("owner")(check_owner)
+
     @field_validator("profiles")
     @classmethod
     def _unique_profile_names(cls, profiles: list[Profile]) -> list[Profile]:
@@ -226,7 +245,7 @@ class Model(Strict):
 
 
 class Quota(Strict):
-    owner: Annotated[str, Field(pattern=OWNER_PATTERN)]
+    owner: Annotated[str, Field(pattern=OWNER_PATTERN, max_length=256)]
     guarantee: Amount = Field(default_factory=Amount)
     limit: Amount | None = None
     # Share of the borrowable pool (past the guarantees) relative to other owners: an owner of
@@ -247,10 +266,12 @@ class Quota(Strict):
                 )
         return self
 
+    _owner = field_validator("owner")(check_owner)
+
 
 class Demand(Strict):
-    inflight: Annotated[int, Field(ge=0)] = 0
-    queued: Annotated[int, Field(ge=0)] = 0
+    inflight: Count = 0
+    queued: Count = 0
     last_used: AwareDatetime | None = None
 
 
@@ -344,6 +365,11 @@ class Snapshot(Lenient):
     # Issue 18: the servers' signals per model, and each model's recent desired counts.
     load: dict[str, Load] = Field(default_factory=dict)
     recent_desired: dict[str, list[DesiredMark]] = Field(default_factory=dict)
+    # Models whose key was deleted while replicas of theirs run: name -> when it went missing
+    # (the adapter lists one only after a complete catalog read). Their replicas stop once
+    # settings.retire_grace_s has passed; a replica of a model neither here nor in `models`
+    # is left alone (unknown is never a reason to stop).
+    retired: dict[str, AwareDatetime] = Field(default_factory=dict)
 
 
 # ---------------------------------------------------------------- plan

@@ -155,7 +155,8 @@ def want(
                 count, head = 1, f"on demand, used {idle_text(idle)} ago (grace not over)"
     recommended = count
     if load is not None and not load.complete and count < live:
-        return Want(live, recommended, f"{live} replicas: metrics incomplete, no scale-down")
+        keep = min(live, sc.max)
+        return Want(keep, recommended, f"{keep} replicas: metrics incomplete, no scale-down")
     if count >= live:
         return Want(count, recommended, _explain(count, asks, winner, head))
     window = window_of(model, settings)
@@ -169,6 +170,7 @@ def want(
     held = max(count, min(floor, live))
     if step > 0:
         held = max(held, live - step)
+    held = min(held, sc.max)  # a lowered maximum is not a scale-down to stabilise
     why = _explain(count, asks, winner, head)
     if held > count:
         why = f"{held} replicas: scale-down held ({window} s window, step {step or 'any'}); {why}"

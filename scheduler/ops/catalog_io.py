@@ -123,11 +123,13 @@ class Change:
     key: str
     name: str
     old: dict[str, Any] | None
-    new: dict[str, Any]
+    new: dict[str, Any] | None  # None: delete the key
     index: int  # ModifyIndex read before; 0 = the key must not exist yet (CAS)
 
     @property
-    def action(self) -> Literal["create", "update", "unchanged"]:
+    def action(self) -> Literal["create", "update", "unchanged", "delete"]:
+        if self.new is None:
+            return "unchanged" if self.old is None else "delete"
         if self.old is None:
             return "create"
         return "unchanged" if self.old == self.new else "update"
@@ -172,14 +174,32 @@ def plan_changes(client: Any, kv: KVLayout, items: list[Model] | list[Quota]) ->
     return changes
 
 
+def plan_deletes(client: Any, kv: KVLayout, names: list[str]) -> list[Change]:
+    """Deleting models: the same diff and CAS as apply. The scheduler retires a deleted model
+    (its replicas stop after settings.retire_grace_s)."""
+    changes = []
+    for name in names:
+        key = kv.model_key(name)
+        _, entry = client.kv.get(key)
+        old = _stored(entry["Value"]) if entry else None
+        index = int(entry["ModifyIndex"]) if entry else 0
+        changes.append(Change(key, name, old, None, index))
+    return changes
+
+
 def write_changes(client: Any, changes: list[Change]) -> list[str]:
-    """CAS-put every change that changes something; return the keys someone else changed since."""
+    """CAS-write every change that changes something; return the keys someone else changed
+    since they were read."""
     conflicts = []
     for change in changes:
         if change.action == "unchanged":
             continue
-        body = json.dumps(change.new, separators=(",", ":"))
-        if not client.kv.put(change.key, body, cas=change.index):
+        if change.new is None:
+            done = client.kv.delete(change.key, cas=change.index)
+        else:
+            body = json.dumps(change.new, separators=(",", ":"))
+            done = client.kv.put(change.key, body, cas=change.index)
+        if not done:
             conflicts.append(change.key)
     return conflicts
 

@@ -223,6 +223,10 @@ def create_app(
         return Response(metrics.exposition(), media_type=CONTENT_TYPE)
 
     async def healthz(request: Request) -> Response:
+        if metrics is not None and metrics.health_check is not None:
+            # The service's own view: failing passes, unreachable servers, stale watches.
+            report = metrics.health_check()
+            return JSONResponse(report, status_code=200 if report["ok"] else 503)
         age = dashboard.seconds_since_pass()
         return JSONResponse(
             {"ok": True, "passes": dashboard.state()["passes"], "last_pass_age_s": age}

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -51,7 +53,8 @@ class MetricsObserver:
         )
         self.errors = Counter(
             "llm_scheduler_errors",
-            "Errors by kind (input: a bad KV value; start/stop: a Nomad call that failed).",
+            "Errors by kind (input: a bad KV value; start/stop: a Nomad call that failed; "
+            "pass: a pass that raised; read: a pass that could not read Consul or Nomad).",
             ["kind"],
             registry=r,
         )
@@ -77,8 +80,14 @@ class MetricsObserver:
         for state in ("allocated", "total"):
             self.gpus.labels(state)
             self.mig_slices.labels(state)
-        for kind in ("input", "start", "stop"):
+        for kind in ("input", "start", "stop", "pass", "read"):
             self.errors.labels(kind)
+        self.backlog = Gauge(
+            "llm_scheduler_actuation_backlog",
+            "Nomad registers and stops queued or running, not yet done.",
+            registry=r,
+        )
+        self.health_check: Callable[[], dict[str, Any]] | None = None
         self._lock = threading.Lock()
         self._classes: dict[str, str] = {}
         self._known: set[tuple[str, str]] = set()
@@ -131,6 +140,17 @@ class MetricsObserver:
         self._signals_known = set(values)
         for (name, key), value in values.items():
             self.signals.labels(name, key).set(value)
+
+    def attach(self, service: Any) -> None:
+        """Called by the service it observes: read its backlog and health when asked."""
+        backlog = getattr(service, "backlog", None)
+        if backlog is not None:
+            self.backlog.set_function(lambda: float(backlog()))
+        self.health_check = service.health
+
+    def pass_failed(self, kind: str, error: str) -> None:
+        with self._lock:
+            self.errors.labels(kind).inc()
 
     def action_done(self, action: StartAction | StopAction, ok: bool, error: str | None) -> None:
         with self._lock:

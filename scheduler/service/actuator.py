@@ -3,15 +3,24 @@
 Only jobs the snapshot builder recognised as ours (Meta llm_scheduler_model) are stopped.
 A start is skipped when its job already exists and is not stopped, so a restarted scheduler
 never registers a replica twice.
+
+Actions run on a bounded pool of workers, so a slow Nomad never holds back the next pass's
+decisions. What is queued or running is remembered per replica until a snapshot read after
+it finished shows its effect; until then `overlay()` puts it into the next snapshot (a start
+as a `starting` replica on its devices, a stop as `stopping`), so no pass registers or stops
+the same thing twice, nor gives its devices to someone else.
 """
 
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 import structlog
@@ -26,7 +35,7 @@ from scheduler.adapters.nomad_jobs import (
     template_variables,
 )
 from scheduler.adapters.snapshot_builder import ClusterView
-from scheduler.core.models import Model, Plan, StartAction, StopAction
+from scheduler.core.models import Model, Plan, Replica, Snapshot, StartAction, StopAction
 from scheduler.plugins import TemplateError, template_text
 from scheduler.serving.argv import RenderError
 
@@ -57,6 +66,12 @@ def _fingerprint(model: Model) -> str:
     return hashlib.sha256(model.model_dump_json().encode()).hexdigest()
 
 
+@dataclass
+class _Pending:
+    action: StartAction | StopAction
+    done_at: float | None = None  # time.monotonic() when its Nomad call returned
+
+
 class Actuator:
     def __init__(
         self,
@@ -66,6 +81,7 @@ class Actuator:
         images: dict[str, str],
         jobspec_dir: str | None = None,
         clock: Callable[[], float] = time.monotonic,
+        workers: int = 8,
     ) -> None:
         self.nomad = nomad
         self.namespace = namespace
@@ -76,6 +92,108 @@ class Actuator:
         self._broken: dict[str, _Broken] = {}  # model -> why its jobs cannot be made
         self.preempted: dict[str, str] = {}  # replica -> the model it was stopped for
         self.errors: dict[str, str] = {}  # model -> its last action error
+        # workers=0: every action inline, in the pass (one-shot commands).
+        self._pool = ThreadPoolExecutor(workers, "act") if workers > 0 else None
+        self._lock = threading.Lock()
+        self._pending: dict[str, _Pending] = {}  # replica id -> its action
+        self._purging: set[str] = set()
+        self._futures: set[Future[None]] = set()
+
+    # ------------------------------------------------------------------ in flight
+
+    def backlog(self) -> int:
+        """Actions queued or running (the llm_scheduler_actuation_backlog gauge)."""
+        with self._lock:
+            return sum(1 for p in self._pending.values() if p.done_at is None)
+
+    def overlay(self, snapshot: Snapshot, read_started: float) -> Snapshot:
+        """`snapshot` with what is in flight (or finished after its read began) applied."""
+        with self._lock:
+            for rid in [r for r, p in self._pending.items() if p.done_at is not None]:
+                if self._pending[rid].done_at < read_started:  # type: ignore[operator]
+                    del self._pending[rid]  # the read saw its effect
+            pending = {rid: p.action for rid, p in self._pending.items()}
+        if not pending:
+            return snapshot
+        replicas = []
+        seen: set[str] = set()
+        for rep in snapshot.replicas:
+            seen.add(rep.id)
+            action = pending.get(rep.id)
+            if isinstance(action, StopAction) and rep.state != "stopping":
+                update = {"state": "stopping", "preempted_for": action.preempted_for}
+                rep = rep.model_copy(update=update)
+            replicas.append(rep)
+        for rid, action in sorted(pending.items()):
+            if isinstance(action, StartAction) and rid not in seen:
+                replicas.append(
+                    Replica(
+                        id=rid,
+                        model=action.model,
+                        profile=action.profile,
+                        state="starting",
+                        created_at=snapshot.now,
+                        shards=action.shards,
+                    )
+                )
+        return snapshot.model_copy(update={"replicas": replicas})
+
+    def drain(self, timeout: float | None = None) -> bool:
+        """Wait for every queued action; True when none is left."""
+        with self._lock:
+            futures = list(self._futures)
+        _, not_done = wait(futures, timeout=timeout)
+        return not not_done
+
+    def shutdown(self, timeout: float = 30.0) -> None:
+        """Finish what is queued (a new leader must see it in Nomad), then stop the workers."""
+        self.drain(timeout)
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def _submit(self, key: str | None, work: Callable[[], None]) -> None:
+        def run() -> None:
+            try:
+                work()
+            except Exception:  # a worker must never die silently
+                log.exception("action_crashed", replica=key)
+            finally:
+                if key is not None:
+                    with self._lock:
+                        if key in self._pending:
+                            self._pending[key].done_at = time.monotonic()
+
+        if self._pool is None:
+            run()
+            return
+        future = self._pool.submit(run)
+        with self._lock:
+            self._futures.add(future)
+        future.add_done_callback(self._discard)
+
+    def _discard(self, future: Future[None]) -> None:
+        with self._lock:
+            self._futures.discard(future)
+
+    def _claim(self, action: StartAction | StopAction) -> bool:
+        """Mark the replica as in flight; False when it already is (a pass came too soon)."""
+        with self._lock:
+            if action.replica in self._pending:
+                return False
+            self._pending[action.replica] = _Pending(action)
+            return True
+
+    def forget(self, live_replicas: set[str], models: set[str]) -> None:
+        """Per-replica and per-model memory shrinks with the cluster (replicas and models that
+        are gone), so a long-running scheduler does not grow without bound."""
+        with self._lock:
+            self.preempted = {k: v for k, v in self.preempted.items() if k in live_replicas}
+            self.errors = {k: v for k, v in self.errors.items() if k in models}
+
+    def remember_preempted(self, marks: dict[str, str]) -> None:
+        """Merge the preempted-for marks read back from KV (a restart's memory)."""
+        with self._lock:
+            self.preempted = {**marks, **self.preempted}
 
     def _template(self, model: Model) -> dict[str, Any]:
         """The parsed template for the model's runtime and image; ModelUnservable when there
@@ -126,6 +244,7 @@ class Actuator:
         )
 
     def act(self, view: ClusterView, plan: Plan, hook: ActionHook) -> None:
+        """Queue the plan's actions (stops first) and return; workers carry them out."""
         models = {m.name: m for m in view.snapshot.models}
         for gone in set(self._broken) - set(models):
             del self._broken[gone]  # deleted from the catalog: forget its backoff
@@ -143,7 +262,8 @@ class Actuator:
                         reason="the model's KV value is invalid; keeping its replicas",
                     )
                     continue
-                self._stop(view, action, hook)
+                if self._claim(action):
+                    self._submit(action.replica, partial(self._stop, view, action, hook))
             else:
                 owner = owners.get(action.model, "")
                 blocked = [
@@ -156,14 +276,25 @@ class Actuator:
                         reason=f"quota of {blocked[0]} is invalid",
                     )
                     continue
-                self._start(view, models, action, hook)
+                if self._claim(action):
+                    self._submit(action.replica, partial(self._start, view, models, action, hook))
         for jid in view.purgeable:
-            try:
-                with tracer.start_as_current_span("nomad.deregister", attributes={"job": jid}):
-                    self.nomad.deregister(jid, purge=True)
-                log.info("purged", job=jid, reason="stopped and no allocation left")
-            except NomadError as exc:
-                log.warning("purge_failed", job=jid, error=str(exc))
+            with self._lock:
+                if jid in self._purging:
+                    continue
+                self._purging.add(jid)
+            self._submit(None, partial(self._purge, jid))
+
+    def _purge(self, jid: str) -> None:
+        try:
+            with tracer.start_as_current_span("nomad.deregister", attributes={"job": jid}):
+                self.nomad.deregister(jid, purge=True)
+            log.info("purged", job=jid, reason="stopped and no allocation left")
+        except NomadError as exc:
+            log.warning("purge_failed", job=jid, error=str(exc))
+        finally:
+            with self._lock:
+                self._purging.discard(jid)
 
     def _fail(self, view: ClusterView, hook: ActionHook) -> set[str]:
         """Stop the replicas Nomad failed (placement refused, devices short) and say why in
@@ -196,12 +327,14 @@ class Actuator:
                 ):
                     self.nomad.deregister(job.job_id, purge=False)
             except NomadError as exc:
-                self.errors[action.model] = f"stop {action.replica}: {exc}"
+                with self._lock:
+                    self.errors[action.model] = f"stop {action.replica}: {exc}"
                 log.error("stop_failed", job=job.job_id, error=str(exc))
                 hook(action, False, str(exc))
                 return
         if action.preempted_for:
-            self.preempted[action.replica] = action.preempted_for
+            with self._lock:
+                self.preempted[action.replica] = action.preempted_for
         log.info("stopped", job=job.job_id, model=action.model, reason=action.reason)
         hook(action, True, None)
 
@@ -254,13 +387,15 @@ class Actuator:
                 hook(action, False, str(exc))
                 return
             except (NomadError, JobShapeError) as exc:
-                self.errors[action.model] = f"start {action.replica}: {exc}"
+                with self._lock:
+                    self.errors[action.model] = f"start {action.replica}: {exc}"
                 log.error("start_failed", job=jid, model=action.model, error=str(exc))
                 hook(action, False, str(exc))
                 return
-        if not self.errors.get(action.model, "").startswith(FAILED_MARK):
-            self.errors.pop(action.model, None)  # a failed replica stays reported
-        self._broken.pop(action.model, None)
+        with self._lock:
+            if not self.errors.get(action.model, "").startswith(FAILED_MARK):
+                self.errors.pop(action.model, None)  # a failed replica stays reported
+            self._broken.pop(action.model, None)
         log.info(
             "started",
             job=jid,

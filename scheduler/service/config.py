@@ -34,6 +34,12 @@ class ServiceConfig(BaseSettings):
     # Consul's default lock-delay; a standby cannot take the lock sooner after a crash.
     lock_delay_s: int = Field(15, ge=0, le=60)
     purge_after_s: float = Field(60.0, ge=0)
+    # Nomad registers and stops run on this many workers, beside the pass loop (0: inline).
+    actuation_workers: int = Field(8, ge=0, le=64)
+    # On shutdown, how long queued actions may take to go out before the lock is released.
+    shutdown_drain_s: float = Field(30.0, ge=0)
+    # /healthz turns 503 after this many failed passes in a row (a crash or a failed read).
+    unhealthy_after_failures: int = Field(3, ge=1)
     listen_addr: str = "127.0.0.1:9464"
     demand_source: str = "consul"
     prometheus_url: str = "http://127.0.0.1:9090"

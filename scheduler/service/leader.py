@@ -1,8 +1,15 @@
 """Leader election with a Consul session and `kv.put(key, acquire=session)` (Consul's recipe).
 
-The session has a TTL and behavior=release, renewed at a third of the TTL. A standby blocks
-on the leader key and tries to acquire as soon as the key has no session. Stopping destroys
-the session, which releases the lock at once.
+The session has a TTL and behavior=release. Leader and standby both renew it every loop (at
+most a third of the TTL apart), so a standby keeps one session for its whole life instead of
+letting it expire and recreating it. A standby blocks on the leader key and tries to acquire
+as soon as the key has no session, retrying shortly while the lock-delay holds.
+
+Stopping releases the lock key first and then destroys the session, as Consul's own lock does
+(hashicorp/consul api/lock.go, Unlock: `kv.Release`, then the renew loop's `session.Destroy`).
+A release arms no lock-delay, so a planned restart hands over at once; only a session that
+is invalidated (destroyed while holding the lock, or its TTL missed after a crash) makes the
+standby wait the lock-delay (state/session.go).
 """
 
 from __future__ import annotations
@@ -38,9 +45,11 @@ class LeaderElection:
         self.on_change = on_change
         self.backoff = backoff or Backoff()
         self.identity = json.dumps({"host": socket.gethostname(), "id": id(self)})
+        self.retry_s = min(1.0, max(lock_delay_s / 4, 0.1))
         self.session: str | None = None
         self._leader = threading.Event()
         self._stop = threading.Event()
+        self._acquiring = threading.Lock()
         self._thread: threading.Thread | None = None
 
     @property
@@ -59,48 +68,73 @@ class LeaderElection:
         self._thread.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        self._set(False)
-        if self.session:
-            try:
-                self.consul.session.destroy(self.session)
-            except CONSUL_ERRORS as exc:
-                log.warning("session_destroy_failed", error=str(exc))
-            self.session = None
+        """Hand over: stop acting, release the key, then destroy the session. The caller has
+        finished its own work (passes, actuation) before this."""
+        with self._acquiring:  # no acquire slips in between
+            self._stop.set()
+            was_leader = self.is_leader
+            self._set(False)
+            session = self.session
+            if session and was_leader:
+                try:
+                    self.consul.kv.put(self.key, self.identity, release=session)
+                except CONSUL_ERRORS as exc:
+                    log.warning("lock_release_failed", error=str(exc))
         if self._thread:
-            self._thread.join(timeout=5)
+            self._thread.join(timeout=5)  # the release woke its blocking read
+        self.session = None
+        if not session:
+            return
+        try:
+            self.consul.session.destroy(session)
+        except CONSUL_ERRORS as exc:
+            log.warning("session_destroy_failed", error=str(exc))
 
     def acquire_once(self) -> bool:
         """Try the lock once, without the renewing thread (`run --once`); `stop()` releases it."""
         try:
-            self._set(self._acquire())
+            self._set(self._acquire(self._session()))
         except CONSUL_ERRORS as exc:
             log.warning("leader_acquire_failed", error=f"{type(exc).__name__}: {exc}")
             self._set(False)
         return self.is_leader
 
-    def _acquire(self) -> bool:
-        if self.session is None:
-            self.session = self.consul.session.create(
-                name="llm-scheduler",
-                checks=[],
-                behavior="release",
-                ttl=self.ttl_s,
-                lock_delay=self.lock_delay_s,
-            )
-        if not self.session:
+    def _session(self) -> str | None:
+        """This instance's session: renewed when it has one, created when it has none."""
+        if self.session is not None:
+            try:
+                self.consul.session.renew(self.session)
+                return self.session
+            except CONSUL_ERRORS as exc:
+                if "not found" not in str(exc).lower():
+                    raise
+                # Gone (Consul restarted, or a TTL missed while this process was stalled).
+                log.info("session_expired", session=self.session)
+                self.session = None
+                self._set(False)
+        self.session = self.consul.session.create(
+            name="llm-scheduler",
+            checks=[],
+            behavior="release",
+            ttl=self.ttl_s,
+            lock_delay=self.lock_delay_s,
+        )
+        return self.session
+
+    def _acquire(self, session: str | None) -> bool:
+        if not session:
             return False  # never a plain put: that would "win" without a lock
-        return bool(self.consul.kv.put(self.key, self.identity, acquire=self.session))
+        return bool(self.consul.kv.put(self.key, self.identity, acquire=session))
 
     def _run(self) -> None:
         index = 0
         wait_s = max(self.ttl_s / 3, 1)
         while not self._stop.is_set():
             try:
-                if not self.is_leader:
-                    self._set(self._acquire())
-                else:
-                    self.consul.session.renew(self.session)
+                session = self._session()
+                with self._acquiring:
+                    if not self.is_leader and not self._stop.is_set():
+                        self._set(self._acquire(session))
                 kwargs = {}
                 if index > 0:
                     kwargs = {"index": index, "wait": f"{int(wait_s)}s"}
@@ -110,6 +144,11 @@ class LeaderElection:
                 if self.is_leader and holder != self.session:
                     self._set(False)
                 self.backoff.reset()
+                if not self.is_leader and not holder:
+                    # Free but not ours (the lock-delay after a crash): retry soon rather
+                    # than block until the key changes, which it may not do.
+                    index = 0
+                    self._stop.wait(self.retry_s)
             except CONSUL_ERRORS as exc:
                 # The session may be gone (TTL missed, Consul restarted): start over.
                 log.warning("leader_loop_error", error=f"{type(exc).__name__}: {exc}")

@@ -35,7 +35,7 @@ from scheduler.adapters.nomad_api import NomadAPI
 from scheduler.adapters.snapshot_builder import ClusterView, ReadFailed, SnapshotBuilder
 from scheduler.adapters.status_writer import StatusWriter, status_record
 from scheduler.core.decide import decide
-from scheduler.core.models import Plan, StartAction, StopAction, rfc3339, to_json
+from scheduler.core.models import Plan, Replica, StartAction, StopAction, rfc3339, to_json
 from scheduler.plugins import demand_source, placement_plugins, signal_source
 from scheduler.service.actuator import Actuator
 from scheduler.service.collector import collector_paused
@@ -75,6 +75,7 @@ class Service:
             namespace=config.nomad_namespace,
             images={"vllm": config.image_vllm, "sglang": config.image_sglang},
             jobspec_dir=config.jobspec_dir,
+            workers=config.actuation_workers,
         )
         self.status = StatusWriter(self.consul, self.layout)
         self.plugins = placement_plugins()
@@ -90,10 +91,20 @@ class Service:
         )
         self._thread: threading.Thread | None = None
         self.watches: list[BlockingWatch] = []
+        self._running = False
         self.last_plan: Plan | None = None
         self.last_read_error: str | None = None
         self.passes = 0
         self._logged_errors: list[str] = []
+        # Health: passes that raised, reads that failed, and the watches' own state.
+        self.pass_failures = 0
+        self.failures_in_a_row = 0
+        self.last_failure: str | None = None
+        self._last_pass_end = time.monotonic()
+        for obs in self.observers:
+            attach = getattr(obs, "attach", None)
+            if attach is not None:
+                attach(self)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -108,6 +119,7 @@ class Service:
         self._changed.set()
 
     def run(self) -> None:
+        self._running = True
         self.leader.start()
         self.watches = self._watches()
         for watch in self.watches:
@@ -115,7 +127,16 @@ class Service:
         try:
             self._loop()
         finally:
+            # What is queued still goes out before the lock is released: a new leader must
+            # find it in Nomad, or it would register the same replicas again.
+            self.actuator.shutdown(self.config.shutdown_drain_s)
             self.leader.stop()
+            self._running = False
+            if self._thread is None:
+                self.nomad.close()
+
+    def backlog(self) -> int:
+        return self.actuator.backlog()
 
     def run_in_thread(self) -> threading.Thread:
         self._thread = threading.Thread(target=self.run, name="llm-scheduler", daemon=True)
@@ -126,7 +147,9 @@ class Service:
         self._stop.set()
         self._changed.set()
         if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=10)
+            self._thread.join(timeout=self.config.shutdown_drain_s + 15)
+        elif self._running:
+            return  # run() is below us on this thread (a signal handler): it hands over
         else:
             self.leader.stop()
         self.nomad.close()
@@ -191,10 +214,56 @@ class Service:
             if woke and self.config.debounce_s:
                 self._stop.wait(self.config.debounce_s)  # let a burst of changes settle
             self._changed.clear()
-            try:
-                self.run_pass()
-            except Exception:  # one broken pass must not end the service
-                log.exception("pass_crashed")
+            self.run_pass_safely()
+
+    def run_pass_safely(self) -> Plan | None:
+        """One pass; whatever it raises is counted, logged whole, and shows in /healthz."""
+        try:
+            plan = self.run_pass()
+        except Exception as exc:  # one broken pass must not end the service
+            self._failed("pass", f"{type(exc).__name__}: {exc}")
+            log.exception("pass_failed", error=self.last_failure, in_a_row=self.failures_in_a_row)
+            return None
+        if plan is None:
+            self._failed("read", f"read failed: {self.last_read_error}")
+        else:
+            self.failures_in_a_row = 0
+        return plan
+
+    def _failed(self, kind: str, error: str) -> None:
+        self._last_pass_end = time.monotonic()
+        self.failures_in_a_row += 1
+        self.last_failure = error
+        if kind == "pass":
+            self.pass_failures += 1
+        for obs in self.observers:
+            hook = getattr(obs, "pass_failed", None)
+            if hook is not None:
+                hook(kind, error)
+
+    def health(self) -> dict[str, Any]:
+        """What /healthz answers: ok, the reasons it is not, and whether this instance leads."""
+        now = time.monotonic()
+        reasons: list[str] = []
+        if self.failures_in_a_row >= self.config.unhealthy_after_failures:
+            reasons.append(f"{self.failures_in_a_row} passes in a row failed: {self.last_failure}")
+        stale_after = 2 * self.config.http_timeout(self.config.watch_wait_s)
+        for watch in self.watches:
+            stale = watch.stale_for(now)
+            if stale > stale_after:
+                reasons.append(f"watch {watch.name} stale for {stale:.0f} s: {watch.last_error}")
+        quiet = now - self._last_pass_end
+        if self._running and quiet > 3 * self.config.pass_interval_s + stale_after:
+            reasons.append(f"no pass finished for {quiet:.0f} s")
+        return {
+            "ok": not reasons,
+            "reasons": reasons,
+            "leader": self.leader.is_leader,
+            "passes": self.passes,
+            "failed_passes": self.pass_failures,
+            "failures_in_a_row": self.failures_in_a_row,
+            "last_pass_age_s": round(quiet, 3),
+        }
 
     def _interval(self) -> float:
         if self.builder.signal_source is None:
@@ -205,6 +274,7 @@ class Service:
         started = time.perf_counter()
         with tracer.start_as_current_span("pass") as span:
             now = datetime.now(UTC)
+            read_started = time.monotonic()
             try:
                 with tracer.start_as_current_span("snapshot"):
                     view = self.builder.build(now)
@@ -215,7 +285,9 @@ class Service:
                 span.set_attribute("read_failed", True)
                 return None
             self.last_read_error = None
-            self.actuator.preempted = {**view.preempted, **self.actuator.preempted}
+            # Registers and stops still in flight count as starting and stopping replicas.
+            view.snapshot = self.actuator.overlay(view.snapshot, read_started)
+            self.actuator.remember_preempted(view.preempted)
             with tracer.start_as_current_span("decide"), collector_paused():
                 plan = decide(view.snapshot, self.plugins)
             self.builder.remember(view.snapshot, plan)  # for the scale-down window (issue 18)
@@ -232,6 +304,7 @@ class Service:
                     log.warning("status_write_failed", error=str(exc))
         self.last_plan = plan
         self.passes += 1
+        self._last_pass_end = time.monotonic()
         duration = time.perf_counter() - started
         for obs in self.observers:
             obs.pass_finished(view.snapshot, plan, duration, view.input_errors)
@@ -253,13 +326,17 @@ class Service:
         names = {m.name for m in view.snapshot.models} | set(plan.models)
         names |= {t for t in view.catalog.errors if t != GENERAL}
         names |= {r.model for r in view.snapshot.replicas}
+        by_model: dict[str, list[Replica]] = {}
+        for rep in view.snapshot.replicas:
+            by_model.setdefault(rep.model, []).append(rep)
+        records = []
         for name in sorted(names):
-            replicas = [r for r in view.snapshot.replicas if r.model == name]
             errors = view.catalog.errors.get(name, [])
             action_error = self.actuator.errors.get(name)
             last_error = "; ".join([*errors, *([action_error] if action_error else [])]) or None
-            record = status_record(plan.models.get(name), replicas, last_error)
-            self.status.write(self.layout.status_key(name), record, stamp)
+            record = status_record(plan.models.get(name), by_model.get(name, []), last_error)
+            records.append((self.layout.status_key(name), record))
+        self.status.write_many(records, stamp)
         general = view.catalog.errors.get(GENERAL, []) + view.warnings
         self.status.write(
             self.layout.status_errors,
@@ -270,13 +347,22 @@ class Service:
             },
             stamp,
         )
+        # A model with no key, no error and nothing left running: its record goes too.
+        for entry in view.kv_entries:
+            key = str(entry.get("Key", ""))
+            if not key.startswith(self.layout.status) or key == self.layout.status_errors:
+                continue
+            name = key[len(self.layout.status) :]
+            if name not in names and self.status.delete(key):
+                log.info("status_removed", model=name, reason="retired: nothing of it is left")
         live = {r.id for r in view.snapshot.replicas}
-        self.actuator.preempted = {k: v for k, v in self.actuator.preempted.items() if k in live}
+        self.actuator.forget(live, names)
         state = {
             "holds": {k: v.model_dump(by_alias=True, mode="json") for k, v in plan.holds.items()},
             "preempted": self.actuator.preempted,
             "stalled": dict(plan.stalled),  # failed roll-outs (issue 16)
             "moves": dict(plan.moves),  # replicas being moved -> their replacements
+            "gone": view.gone.to_json(),
         }
         self.status.write(self.layout.holds, state, stamp)
 

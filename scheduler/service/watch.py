@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from collections.abc import Callable
 
 import structlog
@@ -53,6 +54,13 @@ class BlockingWatch:
         self.stop_event = stop
         self.backoff = backoff or Backoff()
         self.thread = threading.Thread(target=self._run, name=f"watch-{name}", daemon=True)
+        # For /healthz: when a read last succeeded, and why the last one failed.
+        self.last_ok = time.monotonic()
+        self.last_error: str | None = None
+
+    def stale_for(self, now: float) -> float:
+        """Seconds since the last successful read (0 while reads succeed)."""
+        return 0.0 if self.last_error is None else now - self.last_ok
 
     def start(self) -> None:
         self.thread.start()
@@ -66,11 +74,13 @@ class BlockingWatch:
                 if self.stop_event.is_set():
                     return  # the service is stopping and closed its clients under this read
                 delay = self.backoff.next()
+                self.last_error = f"{type(exc).__name__}: {exc}"
                 log.warning("watch_error", watch=self.name, error=str(exc), retry_in_s=delay)
                 index = 0
                 self.stop_event.wait(delay)
                 continue
             self.backoff.reset()
+            self.last_ok, self.last_error = time.monotonic(), None
             if new != index:
                 self.on_change()
             index = next_index(index, new)

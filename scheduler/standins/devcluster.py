@@ -16,14 +16,15 @@ from scheduler.standins.nomad import NomadStandin
 from scheduler.standins.runner import RunningServer
 
 if TYPE_CHECKING:
+    from scheduler.standins.consul.acl import ConsulACL
     from scheduler.standins.consul.standin import ConsulStandin
     from scheduler.standins.model_server import ModelServers
 
 
-def _consul_standin(faults: Faults | None) -> ConsulStandin:
+def _consul_standin(faults: Faults | None, acl: ConsulACL | None = None) -> ConsulStandin:
     from scheduler.standins.consul.standin import ConsulStandin
 
-    return ConsulStandin(faults=faults)
+    return ConsulStandin(faults=faults, acl=acl)
 
 
 class DevCluster:
@@ -35,6 +36,7 @@ class DevCluster:
         load_delay_s: float = 1.0,
         faults: Faults | None = None,
         model_servers: bool = False,
+        consul_acl: ConsulACL | None = None,
     ) -> None:
         """`model_servers`: run a stand-in model server (vLLM/SGLang metrics, issue 18) for
         every running allocation that serves HTTP; `self.servers` sets their offered load."""
@@ -43,6 +45,7 @@ class DevCluster:
         self.nomad_port = nomad_port
         self.load_delay_s = load_delay_s
         self.faults = faults
+        self.consul_acl = consul_acl  # Consul in ACL mode (default deny) when set
         self._consul: ConsulStandin | None = None
         self._nomad: NomadStandin | None = None
         self._consul_server: RunningServer | None = None
@@ -53,7 +56,7 @@ class DevCluster:
     def start(self) -> DevCluster:
         if self._nomad_server is not None:
             return self
-        self._consul = _consul_standin(self.faults)
+        self._consul = _consul_standin(self.faults, self.consul_acl)
         self._consul_server = self._consul.start(self.consul_port)
         try:
             if self.with_model_servers:

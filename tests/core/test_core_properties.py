@@ -667,7 +667,9 @@ def check_stops(snap: Snapshot, plan: Plan) -> list[tuple[str, str]]:
     cfg = snap.settings
     stops = stops_of(plan)
     stopped_per_model: dict[str, int] = {}  # distinct replicas (see check_stopped_once)
-    for rid in {a.replica for a in stops}:
+    # A replica stuck starting past its load grace (issue 13) never served: stopping it takes
+    # nothing from a minimum.
+    for rid in {a.replica for a in stops if not retired(a)}:
         model = idx.replicas[rid].model if rid in idx.replicas else ""
         stopped_per_model[model] = stopped_per_model.get(model, 0) + 1
     yielded: dict[str, set[str]] = {}
