@@ -41,6 +41,10 @@ def apply_plan(snapshot: Snapshot, plan: Plan, advance_s: float = 0) -> Snapshot
             "recent_desired": marks,
             "replicas": replicas,
             "holds": dict(plan.holds),
+            # As the service's state key hands them on (issue 16): moves under way, and
+            # roll-outs that failed.
+            "moves": dict(plan.moves),
+            "stalled": dict(plan.stalled),
             "now": now + timedelta(seconds=advance_s),
         }
     )
