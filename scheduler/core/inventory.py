@@ -510,5 +510,8 @@ class Inventory:
                 )
             ):
                 if cap is not None and have[i] + need[i] > cap + 1e-9:
-                    return f"quota limit of {p} reached ({dim} {have[i]:g} of {cap:g})"
+                    return (
+                        f"quota limit of {p} reached ({dim}: {have[i]:g} in use + "
+                        f"{need[i]:g} for one more replica > {cap:g})"
+                    )
         return None
