@@ -326,6 +326,18 @@ class Service:
         names = {m.name for m in view.snapshot.models} | set(plan.models)
         names |= {t for t in view.catalog.errors if t != GENERAL}
         names |= {r.model for r in view.snapshot.replicas}
+        # The state the next pass reads first: whoever sees a status of this pass (a stopped
+        # roll-out, a move) finds the state that goes with it.
+        live = {r.id for r in view.snapshot.replicas}
+        self.actuator.forget(live, names)
+        state = {
+            "holds": {k: v.model_dump(by_alias=True, mode="json") for k, v in plan.holds.items()},
+            "preempted": self.actuator.preempted,
+            "stalled": dict(plan.stalled),  # failed roll-outs (issue 16)
+            "moves": dict(plan.moves),  # replicas being moved -> their replacements
+            "gone": view.gone.to_json(),
+        }
+        self.status.write(self.layout.holds, state, stamp)
         by_model: dict[str, list[Replica]] = {}
         for rep in view.snapshot.replicas:
             by_model.setdefault(rep.model, []).append(rep)
@@ -355,16 +367,6 @@ class Service:
             name = key[len(self.layout.status) :]
             if name not in names and self.status.delete(key):
                 log.info("status_removed", model=name, reason="retired: nothing of it is left")
-        live = {r.id for r in view.snapshot.replicas}
-        self.actuator.forget(live, names)
-        state = {
-            "holds": {k: v.model_dump(by_alias=True, mode="json") for k, v in plan.holds.items()},
-            "preempted": self.actuator.preempted,
-            "stalled": dict(plan.stalled),  # failed roll-outs (issue 16)
-            "moves": dict(plan.moves),  # replicas being moved -> their replacements
-            "gone": view.gone.to_json(),
-        }
-        self.status.write(self.layout.holds, state, stamp)
 
     def snapshot_json(self) -> str:
         view = self.builder.build(datetime.now(UTC))
