@@ -2,4 +2,4 @@
 
 from __future__ import annotations
 
-from e2e_helpers import cluster  # noqa: F401  (a fixture, re-exported for pytest)
+from e2e_helpers import cluster, service  # noqa: F401  (fixtures, re-exported for pytest)

@@ -12,6 +12,7 @@ import pytest
 from scheduler.adapters.kv_layout import KVLayout
 from scheduler.core.models import GPU, MigSlice, Node
 from scheduler.service.config import ServiceConfig
+from scheduler.service.loop import Service
 from scheduler.standins.devcluster import DevCluster
 
 LAYOUT = KVLayout()
@@ -62,6 +63,24 @@ def cluster() -> Iterator[DevCluster]:
     with DevCluster(fleet=small_fleet(), load_delay_s=0.05) as dc:
         dc.consul.kv_put(LAYOUT.settings, json.dumps(FAST_SETTINGS))
         yield dc
+
+
+@pytest.fixture
+def service(cluster: DevCluster) -> Iterator[Service]:
+    """One service on the stand-ins, holding the leader lock."""
+    svc = start_leader(cluster)
+    try:
+        yield svc
+    finally:
+        svc.stop()
+
+
+def start_leader(dc: DevCluster, **extra: Any) -> Service:
+    """A service on the stand-ins, running in its thread, once it holds the leader lock."""
+    svc = Service(service_config(dc, **extra))
+    svc.run_in_thread()
+    wait_for(lambda: svc.leader.is_leader, what="leadership")
+    return svc
 
 
 def service_config(dc: DevCluster, **extra: Any) -> ServiceConfig:

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
 from e2e_helpers import (
     H100,
     LAYOUT,
@@ -19,17 +16,6 @@ from e2e_helpers import (
 # The decision core (scheduler.core.decide) lands separately; until then this module skips.
 from scheduler.service.loop import Service
 from scheduler.standins.devcluster import DevCluster
-
-
-@pytest.fixture
-def service(cluster: DevCluster) -> Iterator[Service]:
-    svc = Service(service_config(cluster))
-    svc.run_in_thread()
-    try:
-        wait_for(lambda: svc.leader.is_leader, what="leadership")
-        yield svc
-    finally:
-        svc.stop()
 
 
 def _devices(job: dict) -> list[dict]:

@@ -17,7 +17,7 @@ from e2e_helpers import (
     model_value,
     our_jobs,
     put,
-    service_config,
+    start_leader,
     status,
     wait_for,
 )
@@ -50,10 +50,8 @@ def start_service(make_cluster: Any) -> Iterator[Any]:
     started: list[Service] = []
 
     def start(dc: DevCluster, **extra: Any) -> Service:
-        svc = Service(service_config(dc, **extra))
-        svc.run_in_thread()
+        svc = start_leader(dc, **extra)
         started.append(svc)
-        wait_for(lambda: svc.leader.is_leader, what="leadership")
         return svc
 
     yield start

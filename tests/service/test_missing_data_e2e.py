@@ -15,8 +15,8 @@ from e2e_helpers import (
     model_value,
     our_jobs,
     put,
-    service_config,
     small_fleet,
+    start_leader,
     status,
     wait_for,
 )
@@ -28,20 +28,13 @@ from scheduler.standins.consul.acl import ConsulACL, TokenSpec
 from scheduler.standins.devcluster import DevCluster
 
 
-def _start(dc: DevCluster, **extra: object) -> Service:
-    svc = Service(service_config(dc, **extra))
-    svc.run_in_thread()
-    wait_for(lambda: svc.leader.is_leader, what="leadership")
-    return svc
-
-
 def _state(dc: DevCluster) -> dict:
     return json.loads(dc.consul.kv_get(LAYOUT.holds) or b"{}")
 
 
 @pytest.fixture
 def service(cluster: DevCluster) -> Iterator[Service]:
-    svc = _start(cluster)
+    svc = start_leader(cluster)
     try:
         yield svc
     finally:
@@ -54,7 +47,7 @@ def test_models_delete_retires_after_the_grace_remembered_across_a_restart(
     put(cluster, LAYOUT.settings, {**FAST_SETTINGS, "retire_grace_s": 3})
     put(cluster, LAYOUT.model_key("llama"), model_value([{"name": "p", "gpus": 1}]))
     put(cluster, LAYOUT.demand_key("llama"), {"inflight": 5})
-    svc = _start(cluster)
+    svc = start_leader(cluster)
     try:
         wait_for(lambda: our_jobs(cluster, "llama"), what="a llama job")
         monkeypatch.setenv("CONSUL_HTTP_ADDR", cluster.consul_url)
@@ -85,7 +78,7 @@ def test_models_delete_retires_after_the_grace_remembered_across_a_restart(
         assert st["desired"] == 0 and st["live"] == 1
     finally:
         svc.stop()  # a planned restart inside the grace
-    svc = _start(cluster)
+    svc = start_leader(cluster)
     try:
         assert our_jobs(cluster, "llama"), "stopped before the grace"
         wait_for(lambda: not our_jobs(cluster, "llama"), timeout=15, what="the retirement")
@@ -113,7 +106,7 @@ def test_deleted_demand_keeps_the_last_demand_for_the_eviction_grace(
     put(cluster, LAYOUT.settings, {**FAST_SETTINGS, "eviction_grace_s": 3})
     put(cluster, LAYOUT.model_key("llama"), model_value([{"name": "p", "gpus": 1}]))
     put(cluster, LAYOUT.demand_key("llama"), {"inflight": 15})
-    svc = _start(cluster)
+    svc = start_leader(cluster)
     try:
         wait_for(lambda: len(our_jobs(cluster, "llama")) == 2, what="two jobs")
         cluster.consul.kv_delete(LAYOUT.demand_key("llama"))
@@ -135,7 +128,7 @@ def test_a_listing_filtered_by_acls_is_unknown_and_stops_nothing() -> None:
         for name in ("llama", "qwen"):
             put(dc, LAYOUT.model_key(name), model_value([{"name": "p", "gpus": 1}]))
             put(dc, LAYOUT.demand_key(name), {"inflight": 15})
-        svc = _start(dc, consul_token="svc")
+        svc = start_leader(dc, consul_token="svc")
         try:
             wait_for(lambda: len(our_jobs(dc, "llama")) == 2, what="llama's jobs")
             wait_for(lambda: len(our_jobs(dc, "qwen")) == 2, what="qwen's jobs")

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from e2e_helpers import LAYOUT, model_value, our_jobs, put, service_config, status, wait_for
+from e2e_helpers import LAYOUT, model_value, our_jobs, put, start_leader, status, wait_for
 
 from scheduler.service.loop import Service
 from scheduler.standins.devcluster import DevCluster
@@ -62,10 +62,8 @@ def start_service(cluster: DevCluster) -> Iterator[Any]:
     started: list[Service] = []
 
     def start(**extra: Any) -> Service:
-        svc = Service(service_config(cluster, **extra))
-        svc.run_in_thread()
+        svc = start_leader(cluster, **extra)
         started.append(svc)
-        wait_for(lambda: svc.leader.is_leader, what="leadership")
         return svc
 
     yield start

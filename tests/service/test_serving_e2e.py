@@ -4,25 +4,12 @@ when its head passes its check, bad serve input reported by key and field while 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
-from e2e_helpers import LAYOUT, model_value, our_jobs, put, service_config, status, wait_for
+from e2e_helpers import LAYOUT, model_value, our_jobs, put, status, wait_for
 
 from scheduler.adapters.nomad_jobs import service_name
 from scheduler.service.loop import Service
 from scheduler.standins.devcluster import DevCluster
-
-
-@pytest.fixture
-def service(cluster: DevCluster) -> Iterator[Service]:
-    svc = Service(service_config(cluster))
-    svc.run_in_thread()
-    try:
-        wait_for(lambda: svc.leader.is_leader, what="leadership")
-        yield svc
-    finally:
-        svc.stop()
 
 
 @pytest.mark.parametrize("runtime", ["vllm", "sglang"])
