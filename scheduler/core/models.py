@@ -241,7 +241,10 @@ class Model(Strict):
         return profiles
 
     def profile(self, name: str) -> Profile | None:
-        return next((p for p in self.profiles if p.name == name), None)
+        for p in self.profiles:  # a plain loop: called for every replica, every pass
+            if p.name == name:
+                return p
+        return None
 
 
 class Quota(Strict):
