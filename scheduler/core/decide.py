@@ -130,7 +130,7 @@ class _Pass(Lifecycle):
         self.taken_ids = set(inv.replicas)
         self.stops: list[StopAction] = []
         self.starts: list[StartAction] = []
-        # Replicas stopped for a model and still on their way out: it waits for them (rule 5),
+        # Replicas stopped for a model and still on their way out: it waits for them (rule R5),
         # and the model they belong to gives no more trouble until they are gone (held).
         self.on_their_way: dict[str, list[str]] = {}  # preemptor -> its victims still stopping
         self.giving_way: dict[str, str] = {}  # victim model -> whom its stopping replica is for
@@ -356,7 +356,7 @@ class _Pass(Lifecycle):
     def order_key(self, m: Model) -> OrderKey:
         """Models that place within their owner's guarantee go first, and among them those
         others are held for: that room is their owner's whatever the classes (they would take
-        it back from a borrower anyway, rule 2). Else a higher class that only borrows takes
+        it back from a borrower anyway, rule R2). Else a higher class that only borrows takes
         it and is reclaimed from in turn, pass after pass, or starts and loses a replica at
         once. Only models that will place need the rest (the others keep their place)."""
         have = self.live[m.name]

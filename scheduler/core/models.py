@@ -1,6 +1,6 @@
 """The contract of the decision core: the snapshot that goes in, the plan that comes out.
 
-Shapes follow DESIGN.md section 5. Field names there may not be renamed; fields may be added.
+Shapes follow docs/decision-core.md, "The contract": fields may be added, never renamed.
 Operator- and gateway-written objects (models, quotas, demand, settings) forbid unknown
 fields so a typo is reported rather than silently ignored; machine-written ones
 (nodes, replicas) ignore them so newer adapters can add data.

@@ -1,5 +1,6 @@
-"""Preemption (DESIGN.md section 6): which replicas may give way for a model, in which order,
-and the smallest set of them that actually makes it fit, tried on a copy of the inventory.
+"""Preemption (docs/decision-core.md, rules R1-R6): which replicas may give way for a model,
+in which order, and the smallest set of them that actually makes it fit, tried on a copy of
+the inventory.
 
 The pool of possible victims is built once per pass. Replicas are grouped by everything
 their tier depends on besides the asking model (class, idle on-demand, above its model's
