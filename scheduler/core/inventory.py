@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cache
 from operator import attrgetter
+from typing import NamedTuple
 
 from scheduler.core.models import (
     GPU,
@@ -29,9 +30,17 @@ from scheduler.core.models import (
 
 Vec = tuple[float, float, float]  # gpus, cpu_cores, memory_gb
 ZERO: Vec = (0.0, 0.0, 0.0)
-# A replica that counts, of a model in the catalog: what one replica of its profile needs
-# (all shards together), and whether it is on one node.
-LiveReplica = tuple[Replica, Model, Vec, bool]
+
+
+class LiveReplica(NamedTuple):
+    """A replica that counts, of a model in the catalog."""
+
+    replica: Replica
+    model: Model
+    need: Vec  # what one replica of its profile counts against quotas, all shards together
+    one_node: bool
+
+
 _BY_ID = attrgetter("id")
 # What the built-in static filters read of each GPU (with its MIG slices kept apart).
 # Order does not matter to them, so alike nodes with their MIG GPUs in other places are one
@@ -194,7 +203,7 @@ class Inventory:
             cpu, mem, model, need = size
             if model is not None and counts:
                 one_node = len(shards) <= 1 or len({sh.node for sh in shards}) == 1
-                live.append((rep, model, need, one_node))
+                live.append(LiveReplica(rep, model, need, one_node))
             gpus = 0.0
             for sh in shards:
                 devs = sh.gpus
