@@ -52,13 +52,13 @@ class Defragment:
             return None
         if r.model not in self.steady:
             self.steady[r.model] = self.is_steady(r.model)
-        return self.inv.models[r.model] if self.steady[r.model] else None
+        return self.inv.facts.models[r.model] if self.steady[r.model] else None
 
     def is_steady(self, name: str) -> bool:
-        m = self.inv.models.get(name)
+        m = self.inv.facts.models.get(name)
         if m is None or name in self.held or name in self.giving_way or name in self.rollout:
             return False
-        reps = [x for x in self.inv.by_model.get(name, []) if x.counts]
+        reps = [x for x in self.inv.facts.by_model.get(name, []) if x.counts]
         return len(reps) == self.desired[name] and all(
             x.state == "running" and x.id not in self.retired for x in reps
         )
@@ -91,7 +91,7 @@ class Defragment:
 
     def make_room(self, m: Model, p: Profile) -> bool:
         on_node: dict[str, list[Replica]] = {}
-        for r in self.inv.replicas.values():
+        for r in self.inv.facts.replicas.values():
             if r.counts and len(r.shards) == 1:
                 on_node.setdefault(r.shards[0].node, []).append(r)
         kinds_of: dict[Shape, frozenset[tuple[str, float]]] = {}  # GPU kinds p may use

@@ -89,7 +89,7 @@ class Lifecycle(Defragment):
         specs = self.snapshot.specs.get(m.name) or {}
         if not r.spec or specs.get(r.profile) != r.spec:
             return
-        reps = [x for x in self.inv.by_model.get(m.name, []) if x.counts]
+        reps = [x for x in self.inv.facts.by_model.get(m.name, []) if x.counts]
         if outdated(m, reps, specs):
             self.stalled[m.name] = r.spec
             self.rollout[m.name] = (
@@ -197,7 +197,7 @@ class Lifecycle(Defragment):
         for m in self.snapshot.models:
             if left == 0 or tries == 0:
                 break
-            every = self.inv.by_model.get(m.name, [])
+            every = self.inv.facts.by_model.get(m.name, [])
             if m.placement != "cheapest":
                 first = m.profiles[0].name
                 if all(r.profile == first for r in every):

@@ -161,13 +161,13 @@ class Placer:
         others take what only it can use. An ordering hint, so extra filters are not asked."""
         profile = model.profiles[0]
         if profile.mig_profile is not None:
-            return inv.slice_kinds.get(profile.mig_profile, 0)
+            return inv.facts.slice_kinds.get(profile.mig_profile, 0)
         key = self._key(model, profile)
         cached = self.cache.reach.get(key)
         if cached is None:
             cached = self.cache.reach[key] = sum(
                 n
-                for (gpu_model, memory), n in inv.gpu_kinds.items()
+                for (gpu_model, memory), n in inv.facts.gpu_kinds.items()
                 if model_matches(profile, gpu_model) and memory_suffices(profile, memory)
             )
         return cached

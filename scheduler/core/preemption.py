@@ -114,7 +114,7 @@ def _guarantee_of(owner: str, quotas: dict[str, Quota]) -> tuple[str, Vec] | Non
 def within_guarantee(m: Model, inv: Inventory) -> bool:
     """Whether one more replica of `m` keeps its owner within its guarantee: then it may take
     back what other owners borrowed past theirs."""
-    mine = _guarantee_of(m.owner, inv.quotas)
+    mine = _guarantee_of(m.owner, inv.facts.quotas)
     if mine is None:
         return False
     have = inv.usage.get(mine[0], ZERO)
@@ -125,7 +125,7 @@ def within_guarantee(m: Model, inv: Inventory) -> bool:
 def owed_replicas(m: Model, inv: Inventory, most: int) -> int:
     """How many more replicas of `m` (its first profile, up to `most`) keep its owner within
     its guarantee."""
-    mine = _guarantee_of(m.owner, inv.quotas)
+    mine = _guarantee_of(m.owner, inv.facts.quotas)
     if mine is None:
         return 0
     have = inv.usage.get(mine[0], ZERO)
@@ -189,7 +189,7 @@ class VictimPool:
     def __init__(self, snapshot: Snapshot, inv: Inventory, excluded: set[str]) -> None:
         now = snapshot.now
         settings = snapshot.settings
-        self.quotas = inv.quotas
+        self.quotas = inv.facts.quotas
         self.excluded = excluded  # shared with the pass: replicas it already stops
         self._groups: dict[GroupKey, list[OrderKey]] = {}
         # What each possible victim is, kept cheap: its _Entry is made only when asked for.
@@ -199,11 +199,11 @@ class VictimPool:
         # Per model its live replicas newest first: the newest are the ones above its minimum.
         self._by_model: dict[str, list[str]] = {}
         self._min: dict[str, int] = {}
-        self._replicas = inv.replicas
+        self._replicas = inv.facts.replicas
         # Set by the pass when quotas are in play: preemption between borrowers of one class
         # must move toward the fair share, never away from it.
         self.fair: FairShare | None = None
-        oldest_first = sorted(inv.live, key=_age)
+        oldest_first = sorted(inv.facts.live, key=_age)
         borrowed = _borrowed(oldest_first, self.quotas) if self.quotas else None
         grace = settings.eviction_grace_s
         fresh_after = now - timedelta(seconds=settings.min_lifetime_s)
