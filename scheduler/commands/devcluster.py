@@ -28,8 +28,8 @@ def register(app: typer.Typer) -> None:
         import sys
         import threading
 
-        from scheduler.standins.devcluster import DevCluster
-        from scheduler.standins.fleet import FleetError, builtin_fleet, load_fleet
+        from llm_scheduler_standins.devcluster import DevCluster
+        from llm_scheduler_standins.fleet import FleetError, builtin_fleet, load_fleet
 
         try:
             nodes = load_fleet(fleet) if fleet else builtin_fleet()

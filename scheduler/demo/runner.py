@@ -14,6 +14,8 @@ from typing import IO, Any
 
 from rich.console import Console
 
+from llm_scheduler_standins.model_server import ModelServers, QueueModel
+from llm_scheduler_standins.runner import RunningServer
 from scheduler.adapters.kv_layout import KVLayout
 from scheduler.core.models import Demand, rfc3339
 from scheduler.demo import catalog, trace
@@ -21,8 +23,6 @@ from scheduler.demo.view import DemoStats, plain_line, render, summary
 from scheduler.ops.catalog_io import kv_value
 from scheduler.ops.dashboard import DashboardObserver, serve_ops
 from scheduler.ops.metrics import MetricsObserver
-from scheduler.standins.model_server import ModelServers, QueueModel
-from scheduler.standins.runner import RunningServer
 
 DEMO_PREFIX = "llm-scheduler-demo/"
 DASHBOARD_PORT = 9464  # the port README and `llm-scheduler run` use
@@ -168,10 +168,10 @@ def _route_server_logs(handle: IO[str]) -> None:
 
 
 def run_demo(opts: DemoOptions, console: Console) -> DemoResult:
+    from llm_scheduler_standins.devcluster import DevCluster
     from scheduler.ops.connect import consul_client
     from scheduler.service.config import ServiceConfig
     from scheduler.service.loop import Service
-    from scheduler.standins.devcluster import DevCluster
 
     speed = max(opts.speed, 0.1)
     log_file = log_path(opts.log_file)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from llm_scheduler_standins.fleet import builtin_fleet
 from scheduler.core.models import (
     Model,
     ModelStatus,
@@ -14,7 +15,6 @@ from scheduler.core.models import (
     Snapshot,
     StopAction,
 )
-from scheduler.standins.fleet import builtin_fleet
 
 NOW = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)
 

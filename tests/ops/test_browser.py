@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from llm_scheduler_standins.fleet import builtin_fleet
 from scheduler.core.models import ModelStatus, Plan, Replica, Shard, Snapshot
 from scheduler.demo import catalog
 from scheduler.ops.dashboard import DashboardObserver, natural_key, serve_ops
 from scheduler.ops.palette import contrast
-from scheduler.standins.fleet import builtin_fleet
 
 NOW = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)
 

@@ -24,7 +24,7 @@ from scheduler.adapters.nomad_jobs import build_job, template_variables
 from scheduler.core.models import GPU, Model, Node, Shard, StartAction
 from scheduler.plugins import template_text
 from scheduler.serving.flags import known_flags
-from scheduler.standins.nomad.hcl import parse_job
+from llm_scheduler_standins.nomad.hcl import parse_job
 
 out = {"package": scheduler.__file__, "path": sys.path, "flags": len(known_flags("vllm"))}
 node = Node(id="n1", name="a", address="10.0.0.1", cpu_cores=64, memory_gb=512,

@@ -16,8 +16,8 @@ import pytest
 
 import consul
 import nomad
-from scheduler.standins.devcluster import DevCluster
-from scheduler.standins.fleet import FleetError, builtin_fleet, load_fleet
+from llm_scheduler_standins.devcluster import DevCluster
+from llm_scheduler_standins.fleet import FleetError, builtin_fleet, load_fleet
 
 CLI = [sys.executable, "-c", "from scheduler.cli import main; main()"]
 LINE = re.compile(r"^(consul|nomad) http://127\.0\.0\.1:(\d+)$")
