@@ -15,13 +15,13 @@ from typing import IO, Any
 from rich.console import Console
 
 from llm_scheduler_standins.model_server import ModelServers, QueueModel
-from llm_scheduler_standins.runner import RunningServer
 from scheduler.adapters.kv_layout import KVLayout
 from scheduler.core.models import Demand, rfc3339
 from scheduler.demo import catalog, trace
 from scheduler.demo.view import DemoStats, plain_line, render, summary
 from scheduler.ops.catalog_io import kv_value
 from scheduler.ops.dashboard import DashboardObserver, serve_ops
+from scheduler.ops.http_server import RunningServer
 from scheduler.ops.metrics import MetricsObserver
 
 DEMO_PREFIX = "llm-scheduler-demo/"
