@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING
 
 from llm_scheduler_standins.faults import Faults
 from llm_scheduler_standins.fleet import builtin_fleet
+from llm_scheduler_standins.fleet_model import Node
 from llm_scheduler_standins.nomad import NomadStandin
 from llm_scheduler_standins.runner import RunningServer
-from scheduler.core.models import Node
 
 if TYPE_CHECKING:
     from llm_scheduler_standins.consul.acl import ConsulACL

@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from llm_scheduler_standins.fleet_model import Node
 from llm_scheduler_standins.nomad.fingerprint import (
     DeviceGroup,
     device_groups,
     devices_json,
     nvlink_groups,
 )
-from scheduler.core.models import Node
 
 MHZ_PER_CORE = 2400
 NOMAD_VERSION = "1.10.5"

@@ -14,6 +14,7 @@ from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from llm_scheduler_standins.faults import FaultMiddleware, Faults
+from llm_scheduler_standins.fleet_model import Node
 from llm_scheduler_standins.nomad.acl import NomadACL
 from llm_scheduler_standins.nomad.events import HEARTBEAT_S, parse_topics
 from llm_scheduler_standins.nomad.hcl import HclError, parse_job
@@ -23,7 +24,6 @@ from llm_scheduler_standins.nomad.state import CasError, Cluster
 from llm_scheduler_standins.nomad.views import alloc_stub, eval_stub
 from llm_scheduler_standins.registry import CheckStatus, ServiceRegistry
 from llm_scheduler_standins.runner import RunningServer, serve_in_thread
-from scheduler.core.models import Node
 
 if TYPE_CHECKING:
     from llm_scheduler_standins.model_server import ModelServers

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from llm_scheduler_standins.fleet_model import Node
 from llm_scheduler_standins.nomad import deployments, views
 from llm_scheduler_standins.nomad.allocs import build_alloc, service_instances
 from llm_scheduler_standins.nomad.events import EventLog
@@ -26,7 +27,6 @@ from llm_scheduler_standins.nomad.nodes import MHZ_PER_CORE, NodeRecord, node_fu
 from llm_scheduler_standins.nomad.placement import Metrics, NodeView, claim, place
 from llm_scheduler_standins.nomad.watch import ChangeFeed
 from llm_scheduler_standins.registry import CheckStatus, ServiceInstance, ServiceRegistry
-from scheduler.core.models import Node
 
 if TYPE_CHECKING:
     from llm_scheduler_standins.model_server import ModelServers
