@@ -14,6 +14,9 @@ from typing import IO, Any
 
 from rich.console import Console
 
+# The stand-ins at import time: `llm-scheduler demo` reports a missing `standins` extra before
+# it starts anything.
+from llm_scheduler_standins.devcluster import DevCluster
 from llm_scheduler_standins.model_server import ModelServers, QueueModel
 from scheduler.adapters.kv_layout import KVLayout
 from scheduler.core.models import Demand, rfc3339
@@ -168,7 +171,6 @@ def _route_server_logs(handle: IO[str]) -> None:
 
 
 def run_demo(opts: DemoOptions, console: Console) -> DemoResult:
-    from llm_scheduler_standins.devcluster import DevCluster
     from scheduler.ops.connect import consul_client
     from scheduler.service.config import ServiceConfig
     from scheduler.service.loop import Service
