@@ -5,7 +5,8 @@ The stand-ins own this description rather than borrowing the scheduler's snapsho
 play the servers the scheduler reads, and a change to how the scheduler models a node must not
 change what the fake cluster reports. The field names follow the snapshot's node format, so a
 snapshot's `nodes` load as a fleet (fields only the scheduler derives, such as `held` and
-`draining`, are ignored).
+`draining`, are ignored). The stand-ins only read these attributes, so tests may also hand in
+the scheduler's own `Node`s for a fleet.
 """
 
 from __future__ import annotations

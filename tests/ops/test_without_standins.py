@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import pkgutil
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -149,3 +150,10 @@ def test_the_service_does_a_pass_without_the_stand_ins(tmp_path: Path, cluster: 
     jobs = nomad.Nomad(address=cluster.nomad_url).jobs.get_jobs()  # type: ignore[attr-defined]
     assert any(j["ID"].startswith("llm-bare-") for j in jobs)
     assert tried == []
+
+
+def test_the_readmes_demo_command_installs_the_extra() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    blocks = "\n".join(re.findall(r"```sh\n(.*?)```", readme, re.S))
+    (demo,) = [line for line in blocks.splitlines() if "llm-scheduler demo" in line]
+    assert "pip install -e '.[standins]'" in demo, demo
