@@ -17,10 +17,10 @@ from e2e_helpers import (
     wait_for,
 )
 
+from llm_scheduler_standins.devcluster import DevCluster
+from llm_scheduler_standins.faults import Faults
 from scheduler.ops.metrics import MetricsObserver
 from scheduler.service.loop import Service
-from scheduler.standins.devcluster import DevCluster
-from scheduler.standins.faults import Faults
 
 SLOW_S = 2.0
 

@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 from pydantic import TypeAdapter, ValidationError
 
-from scheduler.core.models import GPU, MigSlice, Node
+from llm_scheduler_standins.fleet_model import GPU, MigSlice, Node
 
 _NAMESPACE = uuid.UUID("6f1c1c2e-5b0a-4a53-9a0e-3c1f4d2b7e10")
 H100 = "NVIDIA H100 80GB HBM3"

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.core.models import Node
-from scheduler.standins.nomad.fingerprint import (
+from llm_scheduler_standins.fleet_model import Node
+from llm_scheduler_standins.nomad.fingerprint import (
     DeviceGroup,
     device_groups,
     devices_json,

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from scheduler.standins.consul.durations import SECOND_NS
+from llm_scheduler_standins.consul.durations import SECOND_NS
 
 MAX_LOCK_DELAY_NS = 60 * SECOND_NS
 

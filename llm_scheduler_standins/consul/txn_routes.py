@@ -15,9 +15,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from scheduler.standins.consul.context import DATACENTER, KV_MAX_VALUE_SIZE, RouteContext
-from scheduler.standins.consul.httpkit import ConsulHTTPError, json_response
-from scheduler.standins.consul.txn import KVOp, run_kv_txn
+from llm_scheduler_standins.consul.context import DATACENTER, KV_MAX_VALUE_SIZE, RouteContext
+from llm_scheduler_standins.consul.httpkit import ConsulHTTPError, json_response
+from llm_scheduler_standins.consul.txn import KVOp, run_kv_txn
 
 MAX_TXN_OPS = 64
 MAX_TXN_BODY = 512 * 1024

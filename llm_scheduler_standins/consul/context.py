@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 from starlette.requests import Request
 
-from scheduler.standins.consul.acl import Caller, ConsulACL, resolve_caller
-from scheduler.standins.consul.httpkit import BlockingParams, blocking_params
-from scheduler.standins.consul.store import ConsulStore
+from llm_scheduler_standins.consul.acl import Caller, ConsulACL, resolve_caller
+from llm_scheduler_standins.consul.httpkit import BlockingParams, blocking_params
+from llm_scheduler_standins.consul.store import ConsulStore
 
 KV_MAX_VALUE_SIZE = 512 * 1024  # raft.SuggestedMaxDataSize, Consul's kv_max_value_size default
 DATACENTER = "dc1"

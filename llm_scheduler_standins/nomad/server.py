@@ -13,20 +13,20 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from scheduler.core.models import Node
-from scheduler.standins.faults import FaultMiddleware, Faults
-from scheduler.standins.nomad.acl import NomadACL
-from scheduler.standins.nomad.events import HEARTBEAT_S, parse_topics
-from scheduler.standins.nomad.hcl import HclError, parse_job
-from scheduler.standins.nomad.jobs import JobDecodeError, JobValidationError
-from scheduler.standins.nomad.query import BadQuery, blocking_params, compile_filter, parse_bool
-from scheduler.standins.nomad.state import CasError, Cluster
-from scheduler.standins.nomad.views import alloc_stub, eval_stub
-from scheduler.standins.registry import CheckStatus, ServiceRegistry
-from scheduler.standins.runner import RunningServer, serve_in_thread
+from llm_scheduler_standins.faults import FaultMiddleware, Faults
+from llm_scheduler_standins.fleet_model import Node
+from llm_scheduler_standins.nomad.acl import NomadACL
+from llm_scheduler_standins.nomad.events import HEARTBEAT_S, parse_topics
+from llm_scheduler_standins.nomad.hcl import HclError, parse_job
+from llm_scheduler_standins.nomad.jobs import JobDecodeError, JobValidationError
+from llm_scheduler_standins.nomad.query import BadQuery, blocking_params, compile_filter, parse_bool
+from llm_scheduler_standins.nomad.state import CasError, Cluster
+from llm_scheduler_standins.nomad.views import alloc_stub, eval_stub
+from llm_scheduler_standins.registry import CheckStatus, ServiceRegistry
+from llm_scheduler_standins.runner import RunningServer, serve_in_thread
 
 if TYPE_CHECKING:
-    from scheduler.standins.model_server import ModelServers
+    from llm_scheduler_standins.model_server import ModelServers
 
 Handler = Callable[[Request], Awaitable[Response]]
 

@@ -8,7 +8,7 @@ from typing import Literal
 
 from starlette.requests import Request
 
-from scheduler.standins.consul.httpkit import ConsulHTTPError
+from llm_scheduler_standins.consul.httpkit import ConsulHTTPError
 
 KeyPolicy = Literal["read", "write", "deny"]
 ANONYMOUS_ACCESSOR = "00000000-0000-0000-0000-000000000002"

@@ -13,7 +13,7 @@ from typing import Any
 
 import hcl2
 
-from scheduler.standins.nomad.hcl_values import (
+from llm_scheduler_standins.nomad.hcl_values import (
     OPTIONS,
     Body,
     HclError,
@@ -23,8 +23,8 @@ from scheduler.standins.nomad.hcl_values import (
     locals_from,
     variables_from,
 )
-from scheduler.standins.nomad.jobs import JobDecodeError
-from scheduler.standins.nomad.jobs import canonicalize as canonicalize_job
+from llm_scheduler_standins.nomad.jobs import JobDecodeError
+from llm_scheduler_standins.nomad.jobs import canonicalize as canonicalize_job
 
 __all__ = ["HclError", "parse_job"]
 

@@ -17,19 +17,19 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from scheduler.core.models import Node
-from scheduler.standins.nomad import deployments, views
-from scheduler.standins.nomad.allocs import build_alloc, service_instances
-from scheduler.standins.nomad.events import EventLog
-from scheduler.standins.nomad.fingerprint import device_groups
-from scheduler.standins.nomad.jobs import JobValidationError, canonicalize, validate
-from scheduler.standins.nomad.nodes import MHZ_PER_CORE, NodeRecord, node_full, node_stub
-from scheduler.standins.nomad.placement import Metrics, NodeView, claim, place
-from scheduler.standins.nomad.watch import ChangeFeed
-from scheduler.standins.registry import CheckStatus, ServiceInstance, ServiceRegistry
+from llm_scheduler_standins.fleet_model import Node
+from llm_scheduler_standins.nomad import deployments, views
+from llm_scheduler_standins.nomad.allocs import build_alloc, service_instances
+from llm_scheduler_standins.nomad.events import EventLog
+from llm_scheduler_standins.nomad.fingerprint import device_groups
+from llm_scheduler_standins.nomad.jobs import JobValidationError, canonicalize, validate
+from llm_scheduler_standins.nomad.nodes import MHZ_PER_CORE, NodeRecord, node_full, node_stub
+from llm_scheduler_standins.nomad.placement import Metrics, NodeView, claim, place
+from llm_scheduler_standins.nomad.watch import ChangeFeed
+from llm_scheduler_standins.registry import CheckStatus, ServiceInstance, ServiceRegistry
 
 if TYPE_CHECKING:
-    from scheduler.standins.model_server import ModelServers
+    from llm_scheduler_standins.model_server import ModelServers
 
 TERMINAL_CLIENT = {"complete", "failed", "lost"}
 ALLOC_NOT_NEEDED = "alloc not needed due to job update"

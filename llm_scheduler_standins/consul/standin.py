@@ -9,18 +9,18 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from scheduler.standins.consul.acl import ConsulACL
-from scheduler.standins.consul.agent_routes import AgentRoutes
-from scheduler.standins.consul.catalog_routes import CatalogRoutes
-from scheduler.standins.consul.context import DATACENTER, RouteContext
-from scheduler.standins.consul.httpkit import ConsulHTTPError, text_response
-from scheduler.standins.consul.kv_routes import KVRoutes
-from scheduler.standins.consul.session_routes import SessionRoutes
-from scheduler.standins.consul.store import CatalogService, ConsulStore
-from scheduler.standins.consul.txn_routes import TxnRoutes
-from scheduler.standins.faults import FaultMiddleware, Faults
-from scheduler.standins.registry import CheckStatus, ServiceInstance, ServiceRegistry
-from scheduler.standins.runner import RunningServer, serve_in_thread
+from llm_scheduler_standins.consul.acl import ConsulACL
+from llm_scheduler_standins.consul.agent_routes import AgentRoutes
+from llm_scheduler_standins.consul.catalog_routes import CatalogRoutes
+from llm_scheduler_standins.consul.context import DATACENTER, RouteContext
+from llm_scheduler_standins.consul.httpkit import ConsulHTTPError, text_response
+from llm_scheduler_standins.consul.kv_routes import KVRoutes
+from llm_scheduler_standins.consul.session_routes import SessionRoutes
+from llm_scheduler_standins.consul.store import CatalogService, ConsulStore
+from llm_scheduler_standins.consul.txn_routes import TxnRoutes
+from llm_scheduler_standins.faults import FaultMiddleware, Faults
+from llm_scheduler_standins.registry import CheckStatus, ServiceInstance, ServiceRegistry
+from llm_scheduler_standins.runner import RunningServer, serve_in_thread
 
 Endpoint = Callable[[Request], Awaitable[Response]]
 
@@ -46,7 +46,7 @@ def _answer_errors(endpoint: Endpoint, *, local_only: bool) -> Endpoint:
 class ConsulStandin(ServiceRegistry):
     """An in-memory Consul agent + server that py-consul and httpx talk to over HTTP.
 
-    Implements scheduler.standins.registry.ServiceRegistry; all methods are thread-safe.
+    Implements llm_scheduler_standins.registry.ServiceRegistry; all methods are thread-safe.
     """
 
     def __init__(

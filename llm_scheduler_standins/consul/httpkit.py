@@ -13,8 +13,8 @@ from typing import Any, TypeVar
 from starlette.requests import Request
 from starlette.responses import Response
 
-from scheduler.standins.consul.durations import SECOND_NS, parse_go_duration
-from scheduler.standins.consul.store import ConsulStore
+from llm_scheduler_standins.consul.durations import SECOND_NS, parse_go_duration
+from llm_scheduler_standins.consul.store import ConsulStore
 
 T = TypeVar("T")
 

@@ -13,9 +13,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from scheduler.standins.consul.context import DATACENTER, RouteContext
-from scheduler.standins.consul.httpkit import blocking_query, has_flag, json_response, read_meta
-from scheduler.standins.consul.store import CatalogService
+from llm_scheduler_standins.consul.context import DATACENTER, RouteContext
+from llm_scheduler_standins.consul.httpkit import blocking_query, has_flag, json_response, read_meta
+from llm_scheduler_standins.consul.store import CatalogService
 
 
 def _node_json(service: CatalogService) -> dict[str, Any]:

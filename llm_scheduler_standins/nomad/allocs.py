@@ -6,10 +6,10 @@ import copy
 import uuid
 from typing import Any
 
-from scheduler.standins.nomad import views
-from scheduler.standins.nomad.nodes import MHZ_PER_CORE, NodeRecord
-from scheduler.standins.nomad.placement import Placement
-from scheduler.standins.registry import CheckStatus, ServiceInstance
+from llm_scheduler_standins.nomad import views
+from llm_scheduler_standins.nomad.nodes import MHZ_PER_CORE, NodeRecord
+from llm_scheduler_standins.nomad.placement import Placement
+from llm_scheduler_standins.registry import CheckStatus, ServiceInstance
 
 
 def build_alloc(

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from scheduler.core.models import GPU, Node
-from scheduler.standins.nomad.attributes import int_attr, str_attr
+from llm_scheduler_standins.fleet_model import GPU, Node
+from llm_scheduler_standins.nomad.attributes import int_attr, str_attr
 
 DRIVER_VERSION = "550.54.15"
 VENDOR = "nvidia"

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from scheduler.standins.nomad import views
+from llm_scheduler_standins.nomad import views
 
 SECOND = 1_000_000_000
 MIGRATE_DEFAULTS = {"MinHealthyTime": 10 * SECOND, "HealthyDeadline": 300 * SECOND}

@@ -10,9 +10,9 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any
 
-from scheduler.standins.consul.acl import Caller
-from scheduler.standins.consul.kv_routes import dir_entry_json
-from scheduler.standins.consul.store import ConsulStore, KVEntry, KVTable
+from llm_scheduler_standins.consul.acl import Caller
+from llm_scheduler_standins.consul.kv_routes import dir_entry_json
+from llm_scheduler_standins.consul.store import ConsulStore, KVEntry, KVTable
 
 WRITE_VERBS = frozenset({"set", "cas", "lock", "unlock", "delete", "delete-tree", "delete-cas"})
 CHECK_VERBS = frozenset({"check-index", "check-session", "check-not-exists"})

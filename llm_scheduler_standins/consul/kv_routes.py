@@ -15,16 +15,16 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from scheduler.standins.consul.acl import Caller
-from scheduler.standins.consul.context import KV_MAX_VALUE_SIZE, RouteContext
-from scheduler.standins.consul.httpkit import (
+from llm_scheduler_standins.consul.acl import Caller
+from llm_scheduler_standins.consul.context import KV_MAX_VALUE_SIZE, RouteContext
+from llm_scheduler_standins.consul.httpkit import (
     ConsulHTTPError,
     blocking_query,
     has_flag,
     json_response,
     read_meta,
 )
-from scheduler.standins.consul.store import KVEntry, StoreError
+from llm_scheduler_standins.consul.store import KVEntry, StoreError
 
 
 def dir_entry_json(entry: KVEntry, *, with_value: bool = True) -> dict[str, Any]:

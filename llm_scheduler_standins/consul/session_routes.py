@@ -9,15 +9,15 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from scheduler.standins.consul.context import RouteContext
-from scheduler.standins.consul.durations import SECOND_NS, parse_go_duration
-from scheduler.standins.consul.httpkit import (
+from llm_scheduler_standins.consul.context import RouteContext
+from llm_scheduler_standins.consul.durations import SECOND_NS, parse_go_duration
+from llm_scheduler_standins.consul.httpkit import (
     ConsulHTTPError,
     blocking_query,
     json_response,
     read_meta,
 )
-from scheduler.standins.consul.store import Session
+from llm_scheduler_standins.consul.store import Session
 
 DEFAULT_LOCK_DELAY_NS = 15 * SECOND_NS
 LOCK_DELAY_SECONDS_THRESHOLD = 1000  # smaller numbers are taken as seconds

@@ -16,10 +16,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.core.models import Node
-from scheduler.standins.nomad.attributes import Value, from_attribute
-from scheduler.standins.nomad.constraints import constraint_text, satisfies, split_set
-from scheduler.standins.nomad.fingerprint import DeviceGroup
+from llm_scheduler_standins.fleet_model import Node
+from llm_scheduler_standins.nomad.attributes import Value, from_attribute
+from llm_scheduler_standins.nomad.constraints import constraint_text, satisfies, split_set
+from llm_scheduler_standins.nomad.fingerprint import DeviceGroup
 
 MISSING_DEVICES = "missing devices"
 NO_DEVICES_MATCH = "devices: no devices match request"

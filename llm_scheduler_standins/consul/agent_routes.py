@@ -11,8 +11,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from scheduler.standins.consul.context import DATACENTER, RouteContext
-from scheduler.standins.consul.httpkit import json_response
+from llm_scheduler_standins.consul.context import DATACENTER, RouteContext
+from llm_scheduler_standins.consul.httpkit import json_response
 
 LEADER_ADDRESS = "127.0.0.1:8300"
 VERSION = "1.22.0"

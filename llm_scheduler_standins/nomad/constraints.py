@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from scheduler.standins.nomad.attributes import Value, compare, parse_value
+from llm_scheduler_standins.nomad.attributes import Value, compare, parse_value
 
 ORDERING = {
     "<": lambda c: c < 0,

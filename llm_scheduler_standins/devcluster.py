@@ -9,20 +9,20 @@ from __future__ import annotations
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from scheduler.core.models import Node
-from scheduler.standins.faults import Faults
-from scheduler.standins.fleet import builtin_fleet
-from scheduler.standins.nomad import NomadStandin
-from scheduler.standins.runner import RunningServer
+from llm_scheduler_standins.faults import Faults
+from llm_scheduler_standins.fleet import builtin_fleet
+from llm_scheduler_standins.fleet_model import Node
+from llm_scheduler_standins.nomad import NomadStandin
+from llm_scheduler_standins.runner import RunningServer
 
 if TYPE_CHECKING:
-    from scheduler.standins.consul.acl import ConsulACL
-    from scheduler.standins.consul.standin import ConsulStandin
-    from scheduler.standins.model_server import ModelServers
+    from llm_scheduler_standins.consul.acl import ConsulACL
+    from llm_scheduler_standins.consul.standin import ConsulStandin
+    from llm_scheduler_standins.model_server import ModelServers
 
 
 def _consul_standin(faults: Faults | None, acl: ConsulACL | None = None) -> ConsulStandin:
-    from scheduler.standins.consul.standin import ConsulStandin
+    from llm_scheduler_standins.consul.standin import ConsulStandin
 
     return ConsulStandin(faults=faults, acl=acl)
 
@@ -60,7 +60,7 @@ class DevCluster:
         self._consul_server = self._consul.start(self.consul_port)
         try:
             if self.with_model_servers:
-                from scheduler.standins.model_server import ModelServers
+                from llm_scheduler_standins.model_server import ModelServers
 
                 self.servers = ModelServers()
             self._nomad = NomadStandin(
