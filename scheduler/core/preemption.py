@@ -17,7 +17,9 @@ from bisect import insort
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 from itertools import combinations, islice
+from typing import NamedTuple
 
 from scheduler.core.fairshare import FairShare
 from scheduler.core.inventory import (
@@ -35,8 +37,30 @@ TIER_IDLE, TIER_BORROWED, TIER_LOWER_ABOVE_MIN, TIER_SAME_ABOVE_MIN, TIER_LOWER_
 CRITICAL = CLASS_RANK["critical"]
 INF = math.inf
 
-OrderKey = tuple[float, float, float, str]  # longest idle, smaller gpus, smaller memory, id
-GroupKey = tuple[int, bool, bool, str, bool, bool]  # rank, idle od, above min, owner, b, g
+
+class VictimOrder(NamedTuple):
+    """Order within a tier (rule R2): longest idle first, then the smaller, then by id."""
+
+    neg_idle_s: float
+    gpus: float
+    memory_gb: float
+    replica: str
+
+
+class GroupKey(NamedTuple):
+    """Everything a possible victim's tier depends on besides the asking model."""
+
+    rank: int  # its class
+    idle_on_demand: bool  # on demand and idle at least eviction_grace_s
+    above_min: bool  # among its model's replicas above the minimum
+    owner: str
+    borrowed: bool  # held past its owner's guarantee
+    guarded: bool  # its owner has a guarantee somewhere up its path
+
+
+# Made per possible victim, every pass: the C tuple constructor, not the NamedTuple's own.
+_order = partial(tuple.__new__, VictimOrder)
+_group = partial(tuple.__new__, GroupKey)
 # A possible victim as the pool files it: replica, model, class rank, idle seconds, idle on
 # demand, need, borrowed, guarded.
 _Facts = tuple[Replica, Model, int, float, bool, "Vec", bool, bool]
@@ -75,18 +99,20 @@ class _Entry:
     memory_gb: float
     borrowed: bool
     guarded: bool  # its owner has a guarantee somewhere up its path
-    order: OrderKey
+    order: VictimOrder
     need: Vec  # what it counts against quotas, all shards together
 
     def group(self, above_min: bool) -> GroupKey:
         """Everything its tier depends on besides the asking model."""
-        return (
-            self.rank,
-            self.idle_on_demand,
-            above_min,
-            self.model.owner,
-            self.borrowed,
-            self.guarded,
+        return _group(
+            (
+                self.rank,
+                self.idle_on_demand,
+                above_min,
+                self.model.owner,
+                self.borrowed,
+                self.guarded,
+            )
         )
 
 
@@ -191,7 +217,7 @@ class VictimPool:
         settings = snapshot.settings
         self.quotas = inv.facts.quotas
         self.excluded = excluded  # shared with the pass: replicas it already stops
-        self._groups: dict[GroupKey, list[OrderKey]] = {}
+        self._groups: dict[GroupKey, list[VictimOrder]] = {}
         # What each possible victim is, kept cheap: its _Entry is made only when asked for.
         self._facts: dict[str, _Facts] = {}
         self._entries: dict[str, _Entry] = {}
@@ -261,8 +287,8 @@ class VictimPool:
             facts[rid] = (r, m, rank, idle, idle_od, need, is_borrowed, known[2])
             if rid in excluded:
                 continue
-            order = (-idle, need[0], need[2], rid)
-            key = (rank, idle_od, left > 0, m.owner, is_borrowed, known[2])
+            order = _order((-idle, need[0], need[2], rid))
+            key = _group((rank, idle_od, left > 0, m.owner, is_borrowed, known[2]))
             group = groups.get(key)
             if group is None:
                 group = groups[key] = []
@@ -285,7 +311,7 @@ class VictimPool:
                 need[2],
                 is_borrowed,
                 guarded,
-                (-idle, need[0], need[2], rid),
+                _order((-idle, need[0], need[2], rid)),
                 need,
             )
         return e
@@ -316,7 +342,7 @@ class VictimPool:
             self._regroup(rep.model)
 
     def _tier(self, key: GroupKey, m: Model, my_rank: int, below_min: bool, reclaim: bool) -> int:
-        rank, idle_od, above_min, owner, borrowed, guarded = key
+        rank, idle_od, above_min, owner, borrowed, guarded = key  # GroupKey, field by field
         tier = -1
         if rank < my_rank and idle_od:
             tier = TIER_IDLE
@@ -349,14 +375,14 @@ class VictimPool:
         my_rank = CLASS_RANK[m.class_]
         below_min = live < m.scaling.min
         reclaim = within_guarantee(m, inv)
-        tiers: list[list[list[OrderKey]]] = [[] for _ in range(5)]
+        tiers: list[list[list[VictimOrder]]] = [[] for _ in range(5)]
         for key, group in self._groups.items():
             if group:
                 tier = self._tier(key, m, my_rank, below_min, reclaim)
                 if tier >= 0:
                     tiers[tier].append(group)
         for tier, groups in enumerate(tiers):
-            for *_, rid in heapq.merge(*groups):
+            for *_, rid in heapq.merge(*groups):  # VictimOrder: the replica id last
                 if rid in self.excluded:
                     continue
                 e = self._entry(rid)
@@ -372,7 +398,7 @@ class VictimPool:
                     and not self._toward_share(m, e, inv)
                 ):
                     continue
-                above_min = self._where[rid][2]
+                above_min = self._where[rid].above_min
                 lent = None
                 if tier == TIER_BORROWED:
                     g = _guarantee_of(e.model.owner, self.quotas)
