@@ -1,0 +1,156 @@
+"""Why room that preemption could make for a model was not made (issue 12 item 6).
+
+`choose` already says when only more than `max_victims` victims would do. This module says
+the two other reasons a feasible preemption is held back: the replicas that would make room
+became ready less than `min_lifetime_s` ago, or the room is kept for another model whose
+victims are on their way out (room taken by preemption goes to the model it was taken for).
+
+It is worked out only for a model that found no room at all, and lazily: a pass where every
+model places, or where no replica is young and none is stopping for another model, pays
+nothing beyond one look at each live replica's age.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from itertools import islice
+
+from scheduler.core.inventory import Inventory, owner_prefixes
+from scheduler.core.models import CLASS_RANK, Model, Snapshot, StopAction, rfc3339
+from scheduler.core.placement import Placer
+from scheduler.core.preemption import POOL_CAP, VictimPool, choose
+
+
+def _replicas(n: int) -> str:
+    return f"{n} replica" if n == 1 else f"{n} replicas"
+
+
+class HeldBack:
+    """One per pass, built for the first model that finds no room; it shares the pass's
+    victim pool's set of replicas already stopped."""
+
+    def __init__(self, snapshot: Snapshot, inv: Inventory, placer: Placer, pool: VictimPool):
+        self.snapshot = snapshot
+        self.inv = inv
+        self.placer = placer
+        self.pool = pool
+        self.min_lifetime = timedelta(seconds=snapshot.settings.min_lifetime_s)
+        self._young: dict[str, datetime] | None = None  # replica -> when it was ready
+        self._relaxed: VictimPool | None = None  # the same pool, min_lifetime_s 0
+        self._seen: set[str] = set()  # stops the relaxed pool has been told of
+
+    def why(
+        self, m: Model, trial: Inventory, live: int, limit: int, stops: Sequence[StopAction]
+    ) -> str | None:
+        """A sentence naming the rule that held a feasible preemption for `m` back and what
+        it would have taken, or None. `trial` is the room `m` found none in, `live` its
+        replicas there, `stops` what the pass stops so far."""
+        return self.kept_for_others(m, trial, stops) or self.too_young(m, trial, live, limit)
+
+    # ------------------------------------------------------------ room kept for another
+
+    def kept_for_others(
+        self, m: Model, trial: Inventory, stops: Sequence[StopAction]
+    ) -> str | None:
+        """Replicas preempted for another model (stopping since an earlier pass, or stopped
+        in this one) whose room would fit `m`, and which `m` could have taken itself: that
+        room is the other model's."""
+        stopping: dict[str, list[str]] = {}  # preemptor -> its victims still stopping
+        for r in self.inv.stopping_preempted:
+            if r.preempted_for and r.preempted_for != m.name and self._takable(m, r.model):
+                stopping.setdefault(r.preempted_for, []).append(r.id)
+        now: dict[str, list[str]] = {}  # preemptor -> its victims stopped in this pass
+        for a in stops:
+            if a.preempted_for and a.preempted_for != m.name and self._takable(m, a.model):
+                now.setdefault(a.preempted_for, []).append(a.replica)
+        if not stopping and not now:
+            return None
+        # The one model whose victims alone would do, else all of them together.
+        names = sorted(stopping.keys() | now.keys())
+        tries = [[x] for x in names] + ([names] if len(names) > 1 else [])
+        for these in tries:
+            gone = [rid for x in these for rid in stopping.get(x, []) + now.get(x, [])]
+            room = trial.clone()
+            touched: set[str] = set()
+            for rid in gone:
+                touched.update(room.release(rid))
+            if not self.placer.fits(m, room, trial.version, touched):
+                continue
+            parts = []
+            n_stopping = sum(len(stopping.get(x, [])) for x in these)
+            n_now = sum(len(now.get(x, [])) for x in these)
+            if n_stopping:
+                parts.append(f"{_replicas(n_stopping)} preempted for it still stopping")
+            if n_now:
+                parts.append(f"{_replicas(n_now)} preempted for it in this pass")
+            return (
+                f"held back: the room it would fit in is kept for {', '.join(these)} "
+                f"({' and '.join(parts)})"
+            )
+        return None
+
+    def _takable(self, m: Model, victim_model: str) -> bool:
+        """Whether `m` could have preempted a replica of `victim_model` itself by the class
+        rule alone: a lower class, and no other owner's guarantee in the way (the rarer ways,
+        same class above a minimum or reclaiming what was borrowed, are not claimed)."""
+        vm = self.inv.models.get(victim_model)
+        if vm is None or CLASS_RANK[vm.class_] >= CLASS_RANK[m.class_]:
+            return False
+        if vm.owner == m.owner or not self.inv.quotas:
+            return True
+        return not any(
+            (q := self.inv.quotas.get(p)) is not None
+            and any(
+                v is not None
+                for v in (q.guarantee.gpus, q.guarantee.cpu_cores, q.guarantee.memory_gb)
+            )
+            for p in owner_prefixes(vm.owner)
+        )
+
+    # ------------------------------------------------------------ min_lifetime_s
+
+    def too_young(self, m: Model, trial: Inventory, live: int, limit: int) -> str | None:
+        """Victims the pool left out because they became ready less than min_lifetime_s ago:
+        the same search with them in; if its cheapest set needs any of them, say how many and
+        from when they may give way."""
+        young = self._young
+        if young is None:
+            fresh_after = self.snapshot.now - self.min_lifetime
+            young = self._young = {
+                r.id: r.ready_at
+                for r, _, _, _ in self.inv.live
+                if r.ready_at is not None and r.ready_at > fresh_after and not r.preempted_for
+            }
+        if not young:
+            return None
+        pool = self._relaxed_pool()
+        cands = list(islice(pool.candidates(m, trial, live), POOL_CAP))
+        if not any(v.replica.id in young for v in cands):
+            return None  # the same candidates the pass's own search found nothing in
+        chosen = choose(m, iter(cands), trial, limit, self.placer)
+        needed = [young[v.replica.id] for v in chosen if v.replica.id in young]
+        if not needed:
+            return None
+        until = max(needed) + self.min_lifetime
+        n = len(needed)
+        return (
+            f"held back: {_replicas(n)} that would make room became ready less than "
+            f"min_lifetime_s ({self.min_lifetime.total_seconds():g} s) ago; "
+            f"{'they' if n > 1 else 'it'} may give way from {rfc3339(until)}"
+        )
+
+    def _relaxed_pool(self) -> VictimPool:
+        """The pass's victim pool as it would be with min_lifetime_s 0, brought up to date
+        with the replicas the pass has stopped since it was built."""
+        excluded = self.pool.excluded
+        if self._relaxed is None:
+            settings = self.snapshot.settings.model_copy(update={"min_lifetime_s": 0})
+            relaxed = self.snapshot.model_copy(update={"settings": settings})
+            self._relaxed = VictimPool(relaxed, self.inv, excluded)
+            self._relaxed.fair = self.pool.fair
+        else:
+            for rid in [r for r in excluded if r not in self._seen]:
+                self._relaxed.exclude(rid)  # its model's other replicas move tier
+        self._seen = set(excluded)
+        return self._relaxed
