@@ -762,8 +762,14 @@ def check_statuses(snap: Snapshot, plan: Plan) -> None:
         if a.replica not in moving:
             starts[a.model] = starts.get(a.model, 0) + 1
     scale_downs: dict[str, int] = {}
+    replaced_stops: dict[str, int] = {}
     for stop in stops_of(plan):
-        if stop.preempted_for is None and not retired(stop):
+        if stop.preempted_for is not None or retired(stop):
+            continue
+        if stop.reason.startswith("consolidation:"):
+            # A replica being replaced (see being_replaced), stopped once the others cover.
+            replaced_stops[stop.model] = replaced_stops.get(stop.model, 0) + 1
+        else:
             scale_downs[stop.model] = scale_downs.get(stop.model, 0) + 1
     live_holds = {
         name
@@ -796,11 +802,16 @@ def check_statuses(snap: Snapshot, plan: Plan) -> None:
                 # never more than are live.
                 assert asked <= status.desired <= max(asked, status.live)
         assert status.live == len(idx.live(name))
+        # Replicas replaced make-before-break are not live for scaling: never scaled down, and
+        # the model grows their replacements (they stop once the others cover for them).
+        old = being_replaced(snap, idx, m, status.desired)
+        assert replaced_stops.get(name, 0) <= old, f"{name}: consolidation stops a replica"
+        live = status.live - old
         got = starts.get(name, 0)
-        assert got <= max(status.desired - status.live, 0), f"{name}: started past desired"
+        assert got <= max(status.desired - live, 0), f"{name}: started past desired"
         timed_out = sum(1 for a in stops_of(plan) if a.model == name and retired(a))
-        assert scale_downs.get(name, 0) == max(status.live - timed_out - status.desired, 0)
-        if status.live + got >= status.desired:
+        assert scale_downs.get(name, 0) == max(live - timed_out - status.desired, 0)
+        if live + got >= status.desired:
             assert status.pending is None, f"{name}: pending though it has what it wants"
         else:
             assert status.pending and status.pending.strip(), f"{name}: short, no reason"
@@ -811,6 +822,25 @@ def check_statuses(snap: Snapshot, plan: Plan) -> None:
     new_ids = [a.replica for a in starts_of(plan)]
     assert len(set(new_ids)) == len(new_ids) and not taken & set(new_ids)
     assert all(a.reason.strip() for a in starts_of(plan))
+
+
+def being_replaced(snap: Snapshot, idx: Index, m: Model, desired: int) -> int:
+    """How many of a model's live replicas the pass replaces make-before-break (issue 16;
+    lifecycle.Lifecycle.renew): the old side of each move under way whose replacement still
+    counts, else, with more live than desired, running replicas on a worse profile than the
+    best one live (placement "preferred": the generated catalogs have no "cheapest")."""
+    counting = [r for r in idx.live(m.name) if m.profile(r.profile) is not None]
+    ids = {r.id for r in counting}
+    moving = sum(1 for r in counting if snap.moves.get(r.id) in ids)
+    if moving:
+        return moving
+    extra = len(counting) - desired
+    if extra <= 0:
+        return 0
+    rank = {p.name: i for i, p in enumerate(m.profiles)}
+    best = min(rank[r.profile] for r in counting)
+    worse = sum(1 for r in counting if r.state == "running" and rank[r.profile] > best)
+    return min(worse, extra)
 
 
 def check_scale_down(snap: Snapshot, plan: Plan) -> None:

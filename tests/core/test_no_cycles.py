@@ -100,3 +100,169 @@ Passes.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 TestPasses = Passes.TestCase
+
+
+# ---------------------------------------------------------------- examples the hunt shrank
+
+H100 = "NVIDIA H100 80GB HBM3"
+LONG_AGO = "2026-12-02T10:00:00Z"
+
+
+def _gpus(nid: str, whole: int, mig: int = 0) -> list[dict[str, object]]:
+    out: list[dict[str, object]] = [
+        {"id": f"{nid}-g{i}", "model": H100, "memory_gb": 80} for i in range(whole)
+    ]
+    for i in range(whole, whole + mig):
+        slices = [{"id": f"{nid}-g{i}-m{k}", "profile": "3g.40gb", "memory_gb": 40} for k in (0, 1)]
+        out.append({"id": f"{nid}-g{i}", "model": H100, "memory_gb": 80, "mig": slices})
+    return out
+
+
+def _model(
+    name: str, cls: str, top: int, gpus: int = 1, lo: int = 0, mig: bool = False
+) -> dict[str, object]:
+    profiles: list[dict[str, object]] = [{"name": "p0", "gpus": gpus, "cpu_cores": 4}]
+    if mig:
+        profiles.append({"name": "mig", "mig_profile": "3g.40gb", "cpu_cores": 2})
+    return {
+        "name": name,
+        "owner": "org/a",
+        "class": cls,
+        "scaling": {"min": lo, "max": top, "target_per_replica": 4},
+        "profiles": profiles,
+    }
+
+
+def _rep(rid: str, model: str, node: str, gpus: list[str], **extra: object) -> dict[str, object]:
+    return {
+        "id": rid,
+        "model": model,
+        "profile": "p0",
+        "state": "running",
+        "created_at": LONG_AGO,
+        "ready_at": LONG_AGO,
+        "shards": [{"node": node, "gpus": gpus}],
+        **extra,
+    }
+
+
+def _settle(snap: Snapshot, passes_: int = 12) -> Snapshot:
+    """Pass after pass under the oracle, until nothing changes (QUIET passes in a row)."""
+    quiet = 0
+    for _ in range(passes_):
+        plan = decide(snap)
+        check_all(snap, plan)
+        snap = step(snap, plan, 60.0, False)
+        quiet = 0 if plan.actions else quiet + 1
+        if quiet == QUIET:
+            return snap
+    raise AssertionError(f"no fixed point: {plan.actions}")
+
+
+def _busy(models: list[dict[str, object]], now: str) -> dict[str, object]:
+    return {str(m["name"]): {"inflight": 40, "last_used": now} for m in models}
+
+
+def test_a_move_whose_replacement_is_preempted_is_no_scale_down() -> None:
+    # Shrunk from LLM_SCHEDULER_HUNT=1500 (seed 4). m2 moves its MIG replica r-mig to a whole
+    # GPU (consolidation); the replacement r-new is still starting when m1 (standard) needs a
+    # GPU. The cheapest victim is r-new (not serving yet): the move is abandoned, r-mig serves
+    # on. m2 counts 4 live for 3 desired, but r-mig is being replaced, not surplus: the plan
+    # is right; the oracle took every live replica above desired for a missing scale-down.
+    now = "2026-12-02T10:35:00Z"
+    models = [
+        _model("m0", "opportunistic", 1),
+        _model("m1", "standard", 1),
+        _model("m2", "opportunistic", 3, mig=True),
+    ]
+    mig = _rep("r-mig", "m2", "n0", ["n0-g4-m0"], profile="mig")
+    new = _rep("r-new", "m2", "n0", ["n0-g0"], state="starting", ready_at=None)
+    new["created_at"] = "2026-12-02T10:23:20Z"
+    snap = parse_snapshot(
+        {
+            "now": now,
+            "settings": DEFAULT,
+            "nodes": [
+                {
+                    "id": "n0",
+                    "name": "n0",
+                    "cpu_cores": 64,
+                    "memory_gb": 512,
+                    "gpus": _gpus("n0", 4, mig=1),
+                }
+            ],
+            "models": models,
+            "demand": _busy(models, now),
+            "replicas": [
+                _rep("r-z", "m0", "n0", ["n0-g1"]),
+                _rep("r-x", "m2", "n0", ["n0-g2"]),
+                _rep("r-y", "m2", "n0", ["n0-g3"]),
+                mig,
+                new,
+            ],
+            "moves": {"r-mig": "r-new"},
+        }
+    )
+    plan = decide(snap)
+    assert [(a.replica, a.preempted_for) for a in plan.actions if a.op == "stop"] == [
+        ("r-new", "m1")
+    ]
+    status = plan.models["m2"]
+    assert (status.desired, status.live, status.pending) == (3, 4, None)
+    check_all(snap, plan)
+    after = _settle(step(snap, plan, 60.0, False))
+    live = sorted((r.model, r.id) for r in after.replicas if r.counts)
+    assert [m for m, _ in live].count("m2") == 3 and ("m1" in [m for m, _ in live])
+
+
+def test_a_move_under_way_when_desired_rises_grows_a_replacement() -> None:
+    # Shrunk from LLM_SCHEDULER_HUNT=1500 (seed 2). Defragmentation moved m2's replica and
+    # both of m3's off n0 so that m0 fits there whole; their replacements run on n1. Then
+    # m2's load doubles (desired 1 -> 2). The replica on n0 is still being replaced: m2 counts
+    # 1 live for scaling, grows one more (pending: no room) and keeps the old one until then.
+    # The oracle had said "pending though it has what it wants" (2 live for 2 desired).
+    now = "2026-12-02T10:23:20Z"
+    later = "2026-12-02T10:11:40Z"
+    models = [
+        _model("m0", "opportunistic", 3, gpus=4),
+        _model("m1", "standard", 1),
+        _model("m2", "opportunistic", 2, lo=1),
+        _model("m3", "opportunistic", 2),
+    ]
+    reps = [
+        _rep("r-m2-old", "m2", "n0", ["n0-g0"]),
+        _rep("r-m0-a", "m0", "n0", ["n0-g1", "n0-g2", "n0-g3", "n0-g4"]),
+        _rep("r-m0-b", "m0", "n1", ["n1-g0", "n1-g1", "n1-g2", "n1-g3"]),
+        _rep("r-m3-old1", "m3", "n0", ["n0-g5"]),
+        _rep("r-m3-old2", "m3", "n0", ["n0-g6"]),
+        _rep("r-m3-new1", "m3", "n1", ["n1-g4"], created_at=later, ready_at=later),
+        _rep("r-m3-new2", "m3", "n1", ["n1-g5"], created_at=later, ready_at=later),
+        _rep("r-m2-new", "m2", "n1", ["n1-g6"], created_at=later, ready_at=later),
+    ]
+    node = {"cpu_cores": 64, "memory_gb": 512}
+    snap = parse_snapshot(
+        {
+            "now": now,
+            "settings": DEFAULT,
+            "nodes": [
+                {"id": "n0", "name": "n0", **node, "gpus": _gpus("n0", 8)},
+                {"id": "n1", "name": "n1", **node, "gpus": _gpus("n1", 7, mig=1)},
+            ],
+            "models": models,
+            "demand": _busy(models, now),
+            "replicas": reps,
+            "moves": {
+                "r-m2-old": "r-m2-new",
+                "r-m3-old1": "r-m3-new1",
+                "r-m3-old2": "r-m3-new2",
+            },
+        }
+    )
+    plan = decide(snap)
+    stopped = sorted(a.replica for a in plan.actions if a.op == "stop")
+    assert stopped == ["r-m3-old1", "r-m3-old2"]  # covered: m3's moves complete
+    m2 = plan.models["m2"]
+    assert (m2.desired, m2.live) == (2, 2) and m2.pending is not None
+    assert plan.moves.get("r-m2-old") == "r-m2-new"  # kept until a replacement runs
+    check_all(snap, plan)
+    _settle(step(snap, plan, 60.0, False), passes_=40)
