@@ -39,6 +39,8 @@ class HeldBack:
         self._young: dict[str, datetime] | None = None  # replica -> when it was ready
         self._relaxed: VictimPool | None = None  # the same pool, min_lifetime_s 0
         self._seen: set[str] = set()  # stops the relaxed pool has been told of
+        self._preempted: list[StopAction] = []  # the pass's preemptions so far
+        self._scanned = 0  # how many of the pass's stops were looked at (they only grow)
 
     def why(
         self, m: Model, trial: Inventory, live: int, limit: int, stops: Sequence[StopAction]
@@ -60,35 +62,52 @@ class HeldBack:
         for r in self.inv.stopping_preempted:
             if r.preempted_for and r.preempted_for != m.name and self._takable(m, r.model):
                 stopping.setdefault(r.preempted_for, []).append(r.id)
+        for a in stops[self._scanned :]:
+            if a.preempted_for:
+                self._preempted.append(a)
+        self._scanned = len(stops)
         now: dict[str, list[str]] = {}  # preemptor -> its victims stopped in this pass
-        for a in stops:
-            if a.preempted_for and a.preempted_for != m.name and self._takable(m, a.model):
+        for a in self._preempted:
+            if a.preempted_for != m.name and self._takable(m, a.model):
+                assert a.preempted_for is not None
                 now.setdefault(a.preempted_for, []).append(a.replica)
         if not stopping and not now:
             return None
-        # The one model whose victims alone would do, else all of them together.
         names = sorted(stopping.keys() | now.keys())
-        tries = [[x] for x in names] + ([names] if len(names) > 1 else [])
-        for these in tries:
-            gone = [rid for x in these for rid in stopping.get(x, []) + now.get(x, [])]
-            room = trial.clone()
-            touched: set[str] = set()
-            for rid in gone:
-                touched.update(room.release(rid))
-            if not self.placer.fits(m, room, trial.version, touched):
-                continue
-            parts = []
-            n_stopping = sum(len(stopping.get(x, [])) for x in these)
-            n_now = sum(len(now.get(x, [])) for x in these)
-            if n_stopping:
-                parts.append(f"{_replicas(n_stopping)} preempted for it still stopping")
-            if n_now:
-                parts.append(f"{_replicas(n_now)} preempted for it in this pass")
-            return (
-                f"held back: the room it would fit in is kept for {', '.join(these)} "
-                f"({' and '.join(parts)})"
+        if not self._fits_without(m, trial, names, stopping, now):
+            return None  # not even all of that room together (one trial, the common answer)
+        # Name the one model whose victims' room alone would do, if there is one.
+        if len(names) > 1:
+            alone = next(
+                (x for x in names if self._fits_without(m, trial, [x], stopping, now)), None
             )
-        return None
+            names = [alone] if alone is not None else names
+        parts = []
+        n_stopping = sum(len(stopping.get(x, [])) for x in names)
+        n_now = sum(len(now.get(x, [])) for x in names)
+        if n_stopping:
+            parts.append(f"{_replicas(n_stopping)} preempted for it still stopping")
+        if n_now:
+            parts.append(f"{_replicas(n_now)} preempted for it in this pass")
+        return (
+            f"held back: the room it would fit in is kept for {', '.join(names)} "
+            f"({' and '.join(parts)})"
+        )
+
+    def _fits_without(
+        self,
+        m: Model,
+        trial: Inventory,
+        names: list[str],
+        stopping: dict[str, list[str]],
+        now: dict[str, list[str]],
+    ) -> bool:
+        room = trial.clone()
+        touched: set[str] = set()
+        for x in names:
+            for rid in stopping.get(x, []) + now.get(x, []):
+                touched.update(room.release(rid))
+        return self.placer.fits(m, room, trial.version, touched)
 
     def _takable(self, m: Model, victim_model: str) -> bool:
         """Whether `m` could have preempted a replica of `victim_model` itself by the class
@@ -115,6 +134,8 @@ class HeldBack:
         the same search with them in; if its cheapest set needs any of them, say how many and
         from when they may give way."""
         young = self._young
+        if young is None and not self.min_lifetime:
+            young = self._young = {}  # min_lifetime_s 0: nothing is too young
         if young is None:
             fresh_after = self.snapshot.now - self.min_lifetime
             young = self._young = {

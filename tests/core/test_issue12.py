@@ -545,6 +545,33 @@ def test_pending_says_when_the_room_is_kept_for_another_models_preemption() -> N
     assert opp is not None and "held back" not in opp
 
 
+def test_held_back_names_the_model_whose_room_would_do() -> None:
+    # Replicas are stopping for two models: for big on n1 (2 GPUs), for one on n2 (1 GPU).
+    # chat needs 2 GPUs: only big's room would do, and only big is named.
+    stopping = {"state": "stopping"}
+    s = snap(
+        nodes=[node("n1", 2), node("n2", 1)],
+        models=[
+            model("big", "critical", "org/a", lo=1, gpus=2),
+            model("one", "critical", "org/a", lo=1),
+            model("chat", "standard", "org/a", lo=1, gpus=2),
+            model("small", "opportunistic", "org/b", hi=3),
+        ],
+        replicas=[
+            replica("r-0", "small", [("n1", ["n1-g0"])], **stopping, preempted_for="big"),
+            replica("r-1", "small", [("n1", ["n1-g1"])], **stopping, preempted_for="big"),
+            replica("r-2", "small", [("n2", ["n2-g0"])], **stopping, preempted_for="one"),
+        ],
+        demand={"big": {"inflight": 1}, "one": {"inflight": 1}, "chat": {"inflight": 1}},
+    )
+    pending = decide(s).models["chat"].pending
+    assert pending is not None
+    assert pending.endswith(
+        "; held back: the room it would fit in is kept for big "
+        "(2 replicas preempted for it still stopping)"
+    ), pending
+
+
 def test_pending_says_when_the_room_went_to_a_preemption_in_the_same_pass() -> None:
     # Both models are missing; big (critical) preempts both opportunistic replicas first.
     # chat (standard) could have preempted one of them, but they are big's now.
