@@ -807,11 +807,15 @@ def check_statuses(snap: Snapshot, plan: Plan) -> None:
         old = being_replaced(snap, idx, m, status.desired)
         assert replaced_stops.get(name, 0) <= old, f"{name}: consolidation stops a replica"
         live = status.live - old
+        # What placement grows to: desired, less what the scale-down window only keeps.
+        target = status.desired
+        if status.recommended is not None:
+            target = min(target, status.recommended)
         got = starts.get(name, 0)
-        assert got <= max(status.desired - live, 0), f"{name}: started past desired"
+        assert got <= max(target - live, 0), f"{name}: started past desired"
         timed_out = sum(1 for a in stops_of(plan) if a.model == name and retired(a))
         assert scale_downs.get(name, 0) == max(live - timed_out - status.desired, 0)
-        if live + got >= status.desired:
+        if live + got >= target:
             assert status.pending is None, f"{name}: pending though it has what it wants"
         else:
             assert status.pending and status.pending.strip(), f"{name}: short, no reason"

@@ -266,3 +266,54 @@ def test_a_move_under_way_when_desired_rises_grows_a_replacement() -> None:
     assert plan.moves.get("r-m2-old") == "r-m2-new"  # kept until a replacement runs
     check_all(snap, plan)
     _settle(step(snap, plan, 60.0, False), passes_=40)
+
+
+def test_a_move_under_way_while_the_window_keeps_replicas_needs_no_growth() -> None:
+    # Shrunk from LLM_SCHEDULER_HUNT=1500 (seed 2, with the oracle above). m0 moves r-old
+    # (profile p1) to r-new (p0, its first profile). Its load asks 2 replicas now, but it
+    # asked 4 a minute ago: the scale-down window keeps 4 (desired 4, recommended 2). With
+    # r-old being replaced, 3 count for scaling: more than the 2 placement grows to, so
+    # nothing starts and nothing is pending; r-old stays until the others cover for it.
+    now = "2026-12-02T10:36:30Z"
+    m0 = _model("m0", "opportunistic", 4, lo=1)
+    m0["profiles"] = [
+        {"name": "p0", "gpus": 2, "cpu_cores": 0},
+        {"name": "p1", "gpus": 1, "cpu_cores": 0},
+    ]
+    moved = "2026-12-02T10:35:30Z"
+    snap = parse_snapshot(
+        {
+            "now": now,
+            "settings": DEFAULT,
+            "nodes": [
+                {
+                    "id": "n0",
+                    "name": "n0",
+                    "cpu_cores": 64,
+                    "memory_gb": 512,
+                    "gpus": _gpus("n0", 6),
+                },
+            ],
+            "models": [m0],
+            "demand": {"m0": {"inflight": 8, "last_used": now}},
+            "replicas": [
+                _rep("r-old", "m0", "n0", ["n0-g0"], profile="p1"),
+                _rep("r-b", "m0", "n0", ["n0-g1"], profile="p1"),
+                _rep("r-c", "m0", "n0", ["n0-g2"], profile="p1"),
+                _rep("r-new", "m0", "n0", ["n0-g3", "n0-g4"], created_at=moved, ready_at=moved),
+            ],
+            "moves": {"r-old": "r-new"},
+            "recent_desired": {
+                "m0": [
+                    {"at": "2026-12-02T10:35:00Z", "count": 4},
+                    {"at": moved, "count": 2},
+                ]
+            },
+        }
+    )
+    plan = decide(snap)
+    status = plan.models["m0"]
+    assert (status.desired, status.recommended, status.live) == (4, 2, 4)
+    assert plan.actions == [] and status.pending is None
+    assert plan.moves == {"r-old": "r-new"}
+    check_all(snap, plan)
