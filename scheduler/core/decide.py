@@ -531,7 +531,15 @@ class _Pass(Lifecycle):
         """Whether min_lifetime_s or room kept for another model held a preemption back."""
         assert self.pool is not None
         if self.why_held is None:
-            self.why_held = HeldBack(self.snapshot, self.inv, self.placer, self.pool)
+            self.why_held = HeldBack(
+                self.snapshot,
+                self.inv,
+                self.placer,
+                self.pool,
+                lambda x: (
+                    x in self.target and self.live[x] + self.placed.get(x, 0) < self.target[x]
+                ),
+            )
         why = self.why_held.why(m, trial, live, limit, self.stops)
         if why is not None:
             self.held_back[m.name] = why

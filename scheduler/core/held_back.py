@@ -12,7 +12,7 @@ nothing beyond one look at each live replica's age.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from itertools import islice
 
@@ -30,8 +30,16 @@ class HeldBack:
     """One per pass, built for the first model that finds no room; it shares the pass's
     victim pool's set of replicas already stopped."""
 
-    def __init__(self, snapshot: Snapshot, inv: Inventory, placer: Placer, pool: VictimPool):
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        inv: Inventory,
+        placer: Placer,
+        pool: VictimPool,
+        short: Callable[[str], bool],
+    ) -> None:
         self.snapshot = snapshot
+        self.short = short  # whether a model still misses replicas (room goes to it)
         self.inv = inv
         self.placer = placer
         self.pool = pool
@@ -60,8 +68,10 @@ class HeldBack:
         room is the other model's."""
         stopping: dict[str, list[str]] = {}  # preemptor -> its victims still stopping
         for r in self.inv.stopping_preempted:
-            if r.preempted_for and r.preempted_for != m.name and self._takable(m, r.model):
-                stopping.setdefault(r.preempted_for, []).append(r.id)
+            x = r.preempted_for
+            # Room stopping for a model that has what it wants since is nobody's.
+            if x and x != m.name and self.short(x) and self._takable(m, r.model):
+                stopping.setdefault(x, []).append(r.id)
         for a in stops[self._scanned :]:
             if a.preempted_for:
                 self._preempted.append(a)

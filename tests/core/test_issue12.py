@@ -545,6 +545,28 @@ def test_pending_says_when_the_room_is_kept_for_another_models_preemption() -> N
     assert opp is not None and "held back" not in opp
 
 
+def test_room_stopping_for_a_model_that_has_what_it_wants_is_kept_for_nobody() -> None:
+    # As above, but big runs on n2 already (it wants one): the room stopping on n1 is free
+    # for whoever comes once it is gone, so no "kept for big".
+    stopping = {"state": "stopping", "preempted_for": "big"}
+    s = snap(
+        nodes=[node("n1", 2), node("n2", 2)],
+        models=[
+            model("big", "critical", "org/a", lo=1, gpus=2),
+            model("chat", "standard", "org/a", lo=1),
+            model("small", "opportunistic", "org/b", hi=2),
+        ],
+        replicas=[
+            replica("r-0", "small", [("n1", ["n1-g0"])], **stopping),
+            replica("r-1", "small", [("n1", ["n1-g1"])], **stopping),
+            replica("r-big", "big", [("n2", ["n2-g0", "n2-g1"])]),
+        ],
+        demand={"big": {"inflight": 1}, "chat": {"inflight": 1}},
+    )
+    pending = decide(s).models["chat"].pending
+    assert pending is not None and "held back" not in pending, pending
+
+
 def test_held_back_names_the_model_whose_room_would_do() -> None:
     # Replicas are stopping for two models: for big on n1 (2 GPUs), for one on n2 (1 GPU).
     # chat needs 2 GPUs: only big's room would do, and only big is named.
