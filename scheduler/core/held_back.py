@@ -5,9 +5,10 @@ the two other reasons a feasible preemption is held back: the replicas that woul
 became ready less than `min_lifetime_s` ago, or the room is kept for another model whose
 victims are on their way out (room taken by preemption goes to the model it was taken for).
 
-It is worked out only for a model that found no room at all, and lazily: a pass where every
-model places, or where no replica is young and none is stopping for another model, pays
-nothing beyond one look at each live replica's age.
+It is worked out only for a model that found no room and no victims, and lazily: a pass where
+every model places pays nothing; otherwise one look at each live replica's age per pass, one
+placement trial per such model while replicas are preempted for others, and the victim search
+again (on a pool built once, with min_lifetime_s 0) only when a young replica is a candidate.
 """
 
 from __future__ import annotations
