@@ -317,3 +317,42 @@ def test_a_move_under_way_while_the_window_keeps_replicas_needs_no_growth() -> N
     assert plan.actions == [] and status.pending is None
     assert plan.moves == {"r-old": "r-new"}
     check_all(snap, plan)
+
+
+def test_defragmentation_moves_only_what_frees_room_and_never_onto_its_own_device() -> None:
+    # Shrunk from LLM_SCHEDULER_HUNT=1500 (seed 2). m2 needs 2 whole GPUs of one node; n0 has
+    # one free beside two of m3's replicas and m1's replica on a MIG slice. Before, the MIG
+    # replica was picked to move first (it frees no whole GPU) and its replacement was placed
+    # on the very slice it holds (n0-g3-m0, given twice). Now only one of m3's replicas moves,
+    # to another node, and m2 then fits on n0 whole.
+    now = "2026-12-02T10:10:00Z"
+    m1 = _model("m1", "critical", 1, gpus=4, mig=True)
+    models = [m1, _model("m2", "standard", 2, gpus=2), _model("m3", "standard", 3, lo=2)]
+    node = {"cpu_cores": 64, "memory_gb": 512}
+    snap = parse_snapshot(
+        {
+            "now": now,
+            "settings": DEFAULT,
+            "nodes": [
+                {"id": "n0", "name": "n0", **node, "gpus": _gpus("n0", 3, mig=1)},
+                {"id": "n1", "name": "n1", **node, "gpus": _gpus("n1", 3, mig=1)},
+            ],
+            "models": models,
+            "demand": {"m1": {"inflight": 4}, "m2": {"inflight": 8}},
+            "replicas": [
+                _rep("r-m3a", "m3", "n0", ["n0-g0"]),
+                _rep("r-m3b", "m3", "n0", ["n0-g1"]),
+                _rep("r-m1", "m1", "n0", ["n0-g3-m0"], profile="mig"),
+                _rep("r-m2", "m2", "n1", ["n1-g0", "n1-g1"]),
+            ],
+        }
+    )
+    plan = decide(snap)
+    check_all(snap, plan)
+    moved = {old: new for old, new in plan.moves.items()}
+    assert list(moved) == ["r-m3a"] or list(moved) == ["r-m3b"], plan.moves
+    (start,) = [a for a in plan.actions if a.op == "start"]
+    assert start.model == "m3" and [sh.node for sh in start.shards] == ["n1"]
+    after = _settle(step(snap, plan, 60.0, False), passes_=40)
+    on_n0 = [r.model for r in after.replicas if r.counts and r.shards[0].node == "n0"]
+    assert sorted(on_n0) == ["m1", "m2", "m3"]
