@@ -677,6 +677,27 @@ def test_room_preempted_for_a_model_is_not_taken_by_a_third_every_11_minutes() -
     assert "quota limit of org/a" in plans[-1].models["std"].pending
 
 
+def test_two_models_of_one_owner_do_not_take_turns_after_min_lifetime() -> None:
+    # One owner, one class. org/a may hold 2 GPUs (guaranteed 2, GPUs only). chat is below
+    # its minimum. Before: a and b (profiles asking no CPU or memory, so "within" the
+    # guarantee whose unset dimensions counted as 0) placed ahead of chat; chat preempted a
+    # for the quota, b took it; 10 minutes later chat preempted b, a took it: a and b took
+    # turns every 11 minutes and chat never started. Now chat, below its minimum, goes first.
+    s = snap(
+        nodes=[node("n0", 2), node("n1", 2)],
+        models=[
+            model("a", "standard", "org/a", gpus=2, cpu=0, mem=0),
+            model("b", "standard", "org/a", cpu=0, mem=0),
+            model("chat", "standard", "org/a", lo=1, hi=2, gpus=2),
+        ],
+        quotas=[{"owner": "org/a", "guarantee": {"gpus": 2}, "limit": {"gpus": 2}}],
+    )
+    after, plans = run(s, passes=45)
+    assert [a for p in plans for a in stops(p)] == []
+    assert live_each_pass(s, plans, "chat") == [1] * 45
+    assert live_per_model(after) == {"chat": 1}
+
+
 def test_two_teams_of_one_org_do_not_take_turns_after_min_lifetime() -> None:
     # org/a/x and org/a/y are each guaranteed 2 GPUs of org/a's 4, on one 8-GPU node. Before:
     # y-chat filled the node; at 10 minutes x-batch (opportunistic, below its minimum)
