@@ -719,7 +719,9 @@ def check_stops(snap: Snapshot, plan: Plan) -> list[tuple[str, str]]:
     for name, n in per_preemptor.items():
         # At most max_victims per placement: per replica the preemptor is still missing.
         st_ = plan.models[name]
-        cap = cfg.max_victims * max(st_.desired - st_.live, 0)
+        # Replicas being replaced (see being_replaced) are missing too.
+        live = st_.live - len(being_replaced(snap, idx, idx.models[name], st_.desired))
+        cap = cfg.max_victims * max(st_.desired - live, 0)
         assert n <= cap, f"{n} victims for {name} (max {cfg.max_victims} per missing replica)"
     for name, n in stopped_per_model.items():
         m = idx.models[name]
@@ -804,7 +806,7 @@ def check_statuses(snap: Snapshot, plan: Plan) -> None:
         assert status.live == len(idx.live(name))
         # Replicas replaced make-before-break are not live for scaling: never scaled down, and
         # the model grows their replacements (they stop once the others cover for them).
-        old = being_replaced(snap, idx, m, status.desired)
+        old = len(being_replaced(snap, idx, m, status.desired))
         assert replaced_stops.get(name, 0) <= old, f"{name}: consolidation stops a replica"
         live = status.live - old
         # What placement grows to: desired, less what the scale-down window only keeps.
@@ -828,23 +830,26 @@ def check_statuses(snap: Snapshot, plan: Plan) -> None:
     assert all(a.reason.strip() for a in starts_of(plan))
 
 
-def being_replaced(snap: Snapshot, idx: Index, m: Model, desired: int) -> int:
-    """How many of a model's live replicas the pass replaces make-before-break (issue 16;
+def being_replaced(snap: Snapshot, idx: Index, m: Model, desired: int) -> set[str]:
+    """A model's live replicas the pass replaces make-before-break (issue 16;
     lifecycle.Lifecycle.renew): the old side of each move under way whose replacement still
     counts, else, with more live than desired, running replicas on a worse profile than the
-    best one live (placement "preferred": the generated catalogs have no "cheapest")."""
+    best one live, the worst first (placement "preferred": the generated catalogs have no
+    "cheapest"). They are not live for scaling: not scaled down, and the model grows their
+    replacements (they stop, "consolidation: ...", once the others cover for them)."""
     counting = [r for r in idx.live(m.name) if m.profile(r.profile) is not None]
     ids = {r.id for r in counting}
-    moving = sum(1 for r in counting if snap.moves.get(r.id) in ids)
+    moving = {r.id for r in counting if snap.moves.get(r.id) in ids}
     if moving:
         return moving
     extra = len(counting) - desired
     if extra <= 0:
-        return 0
+        return set()
     rank = {p.name: i for i, p in enumerate(m.profiles)}
-    best = min(rank[r.profile] for r in counting)
-    worse = sum(1 for r in counting if r.state == "running" and rank[r.profile] > best)
-    return min(worse, extra)
+    ranked = sorted(counting, key=lambda r: (rank[r.profile], r.created_at, r.id))
+    best = rank[ranked[0].profile]
+    worse = [r for r in reversed(ranked) if r.state == "running" and rank[r.profile] > best]
+    return {r.id for r in worse[:extra]}
 
 
 def check_scale_down(snap: Snapshot, plan: Plan) -> None:
@@ -865,6 +870,8 @@ def check_scale_down(snap: Snapshot, plan: Plan) -> None:
         if retired(a) or a.reason.startswith(("consolidation:", "replaced"))
     }
     for name, ids in by_model.items():
+        # Nor are replicas being replaced (kept until the others cover for them).
+        gone |= being_replaced(snap, idx, idx.models[name], plan.models[name].desired)
         live = sorted(
             (r for r in idx.live(name) if r.id not in gone),
             key=lambda r: (r.created_at, r.id),
