@@ -356,3 +356,58 @@ def test_defragmentation_moves_only_what_frees_room_and_never_onto_its_own_devic
     after = _settle(step(snap, plan, 60.0, False), passes_=40)
     on_n0 = [r.model for r in after.replicas if r.counts and r.shards[0].node == "n0"]
     assert sorted(on_n0) == ["m1", "m2", "m3"]
+
+
+def test_a_worse_placed_replica_kept_while_its_replacement_starts_is_no_scale_down() -> None:
+    # Shrunk from LLM_SCHEDULER_HUNT=1500 (seed 15). m1 (desired 2, scale-down window 0) has
+    # 4 live: on p0 one running and one starting, on its MIG profile one running (r-mig-old)
+    # and one starting (r-z-mig-new). r-mig-old, on a worse profile, is being replaced: kept
+    # until the p0 one runs. The scale-down takes the newest of the others (r-z-mig-new: the
+    # two new ones started together, the later id goes), leaving 2 besides r-mig-old. The
+    # oracle had wanted 2 left counting r-mig-old.
+    now = "2026-12-02T10:46:40Z"
+    later = "2026-12-02T10:35:00Z"
+    m1 = _model("m1", "standard", 4, gpus=2, mig=True)
+    node = {"cpu_cores": 64, "memory_gb": 512}
+    snap = parse_snapshot(
+        {
+            "now": now,
+            "settings": {**DEFAULT, "scale_down_window_s": 0},
+            "nodes": [
+                {"id": "n0", "name": "n0", **node, "gpus": _gpus("n0", 4)},
+                {"id": "n1", "name": "n1", **node, "gpus": _gpus("n1", 2, mig=1)},
+            ],
+            "models": [m1],
+            "demand": {"m1": {"inflight": 8, "last_used": now}},
+            "replicas": [
+                _rep("r-p0-old", "m1", "n1", ["n1-g0", "n1-g1"]),
+                _rep("r-mig-old", "m1", "n1", ["n1-g2-m0"], profile="mig"),
+                _rep(
+                    "r-a-p0-new",
+                    "m1",
+                    "n0",
+                    ["n0-g0", "n0-g1"],
+                    state="starting",
+                    created_at=later,
+                    ready_at=None,
+                ),
+                _rep(
+                    "r-z-mig-new",
+                    "m1",
+                    "n1",
+                    ["n1-g2-m1"],
+                    profile="mig",
+                    state="starting",
+                    created_at=later,
+                    ready_at=None,
+                ),
+            ],
+        }
+    )
+    plan = decide(snap)
+    assert [(a.op, a.replica) for a in plan.actions] == [("stop", "r-z-mig-new")]
+    status = plan.models["m1"]
+    assert (status.desired, status.live, status.pending) == (2, 4, None)
+    assert status.rollout == "moving 1 replica(s) to a better profile"
+    check_all(snap, plan)
+    _settle(step(snap, plan, 60.0, False), passes_=20)
