@@ -7,6 +7,7 @@ from __future__ import annotations
 from itertools import combinations
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -748,3 +749,40 @@ def test_guarantees_first_leaves_nothing_to_reclaim_after_min_lifetime() -> None
     assert [a for p in plans for a in stops(p)] == []
     assert live_each_pass(s, plans, "b-chat") == [4] * 15
     assert live_per_model(after) == {"a-chat": 2, "b-chat": 4}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: a borrower of a higher class takes a replica that is borrowed only by CPU; "
+    "its owner, then within its guarantee, reclaims it with a smaller profile 10 minutes later",
+)
+def test_a_replica_borrowed_by_cpu_alone_is_not_taken_and_reclaimed() -> None:
+    # Found by LLM_SCHEDULER_HUNT=1500 (seed 27), on the core before issue 12 as well. org/a
+    # is guaranteed 4 GPUs and 8 cores; a-chat runs two "big" replicas (2 GPUs, 8 cores
+    # each): 16 cores, so the newer one is borrowed. b-crit (critical, org/b guaranteed 1 GPU)
+    # takes it by class. a-chat, below its minimum and now within org/a's guarantee with its
+    # "small" profile (1 GPU, no cores), takes one of b-crit's borrowed replicas back after
+    # min_lifetime_s: b-crit and a-chat took turns (once; then it is quiet).
+    def rep(rid: str, name: str, prof: str, where: str, gpus: list[str]) -> dict[str, Any]:
+        return replica(rid, name, [(where, gpus)], profile=prof)
+
+    chat = model("a-chat", "standard", "org/a", lo=2, hi=2)
+    chat["profiles"] = [
+        {"name": "small", "gpus": 1, "cpu_cores": 0, "memory_gb": 0},
+        {"name": "big", "gpus": 2, "cpu_cores": 8, "memory_gb": 0},
+    ]
+    s = snap(
+        nodes=[node("n1", 3), node("n2", 3)],
+        models=[chat, model("b-crit", "critical", "org/b", lo=1, hi=4, cpu=0, mem=0)],
+        quotas=[
+            {"owner": "org/b", "guarantee": {"gpus": 1}},
+            {"owner": "org/a", "guarantee": {"gpus": 4, "cpu_cores": 8, "memory_gb": 64}},
+        ],
+        replicas=[
+            rep("r-b", "b-crit", "p", "n1", ["n1-g0"]),
+            rep("r-a1", "a-chat", "big", "n1", ["n1-g1", "n1-g2"]),
+            rep("r-a2", "a-chat", "big", "n2", ["n2-g0", "n2-g1"]),
+        ],
+    )
+    _, plans = run(s, passes=15)
+    assert turns(plans) == []
