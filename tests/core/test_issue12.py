@@ -501,6 +501,28 @@ def test_min_lifetime_pending_counts_only_the_young_victims_needed() -> None:
     ), pending
 
 
+def test_min_lifetime_pending_names_no_more_young_victims_than_needed() -> None:
+    # Three young 1-GPU replicas fill the node; crit needs one GPU: one of them would do.
+    s = snap(
+        nodes=[node("n1", 3)],
+        models=[
+            model("crit", "critical", "org/a", lo=1),
+            model("small", "opportunistic", "org/b", hi=3),
+        ],
+        replicas=[
+            replica(f"r-{i}", "small", [("n1", [f"n1-g{i}"])], ready_at="2026-12-02T09:58:00Z")
+            for i in range(3)
+        ],
+        demand={"crit": {"inflight": 1}, "small": {"inflight": 3}},
+    )
+    pending = decide(s).models["crit"].pending
+    assert pending is not None
+    assert pending.endswith(
+        "; held back: 1 replica that would make room became ready less than "
+        "min_lifetime_s (600 s) ago; it may give way from 2026-12-02T10:08:00Z"
+    ), pending
+
+
 def test_no_held_back_sentence_when_young_victims_would_not_make_room_either() -> None:
     # The young replicas are a critical model's minimum: never victims, whatever their age,
     # so min_lifetime_s is not what holds crit back.
