@@ -525,6 +525,8 @@ class _Pass(Lifecycle):
             future.append(fitted)
         if gone:
             _hold_back(self.inv, future)
+            for placement in future:  # its owner holds them from now on (guarantee, limits)
+                self.inv.charge(m.owner, profile_need(placement.profile))
         return gone
 
     def explain_held_back(self, m: Model, trial: Inventory, live: int, limit: int) -> None:
@@ -558,3 +560,5 @@ class _Pass(Lifecycle):
             commit(m, fitted, trial)
             future.append(fitted)
         _hold_back(self.inv, future)
+        for placement in future:  # its owner holds them already (guarantee, limits)
+            self.inv.charge(m.owner, profile_need(placement.profile))

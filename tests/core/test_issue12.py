@@ -808,3 +808,36 @@ def test_a_replica_borrowed_by_cpu_alone_is_not_taken_and_reclaimed() -> None:
     )
     _, plans = run(s, passes=15)
     assert turns(plans) == []
+
+
+def test_two_models_of_one_owner_reclaim_no_more_than_its_guarantee() -> None:
+    # Found by LLM_SCHEDULER_HUNT=1500 (seed 33). org/a/x is guaranteed 2 GPUs; org/a's
+    # big model fills the node, all of it borrowed. Before: x-chat (2 GPUs) and x-batch
+    # (1 GPU) each judged org/a/x within its guarantee on the usage before the pass and both
+    # reclaimed a replica of big: org/a/x ended past its guarantee, and 10 minutes later big
+    # took x-batch's replica back (a turn). Now the replicas a model preempts for count for
+    # its owner from that pass on: only x-chat reclaims.
+    s = snap(
+        nodes=[node("n0", 8)],
+        models=[
+            model("big", "standard", "org/a", hi=2, gpus=4),
+            model("x-chat", "standard", "org/a/x", gpus=2),
+            model("x-batch", "opportunistic", "org/a/x"),
+        ],
+        replicas=[
+            replica("r-big0", "big", [("n0", [f"n0-g{i}" for i in range(4)])]),
+            replica("r-big1", "big", [("n0", [f"n0-g{i}" for i in range(4, 8)])]),
+        ],
+        quotas=[{"owner": "org/a/x", "guarantee": {"gpus": 2}}],
+    )
+    first = decide(s)
+    assert [a.preempted_for for a in stops(first)] == ["x-chat"]
+    _, plans = run(s, passes=30)
+    assert turns(plans) == []
+    # The next pass, while r-big0 is still stopping: x-chat waits for it, and its replica
+    # to come still counts for org/a/x, so x-batch reclaims nothing.
+    data = s.model_dump(by_alias=True, mode="json")
+    data["replicas"][0].update({"state": "stopping", "preempted_for": "x-chat"})
+    second = decide(Snapshot.model_validate(data))
+    assert stops(second) == []
+    assert second.models["x-chat"].pending == "waiting for preempted replicas to stop"
