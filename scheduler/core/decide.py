@@ -7,6 +7,7 @@ import heapq
 from datetime import timedelta
 
 from scheduler.core.fairshare import FairShare
+from scheduler.core.held_back import HeldBack
 from scheduler.core.inventory import Inventory, profile_need
 from scheduler.core.lifecycle import Lifecycle
 from scheduler.core.mig_advice import mig_advice
@@ -163,6 +164,7 @@ class _Pass(Lifecycle):
         self.owing = False  # in the guarantee phase
         self.needs: dict[str, tuple[float, float, float]] = {}  # first profile's, by model
         self.held_back: dict[str, str] = {}  # why room that could be made was not
+        self.why_held: HeldBack | None = None  # built for the first model finding no room
         self.rollout: dict[str, str] = {}  # model -> progress of its replacements
         self.rolling: set[str] = set()  # models with replicas replaced by a rolling update
         self.stalled: dict[str, str] = {}  # model -> spec digest whose roll-out failed
@@ -499,6 +501,8 @@ class _Pass(Lifecycle):
                             f"preempting would take up to {min(over)} replicas, "
                             f"more than max_victims ({limit})"
                         )
+                    elif not gone:
+                        self.explain_held_back(m, trial, live + len(future), limit)
                     break
                 for v in chosen:
                     self.stop(v.replica.id)
@@ -521,7 +525,26 @@ class _Pass(Lifecycle):
             future.append(fitted)
         if gone:
             _hold_back(self.inv, future)
+            for placement in future:  # its owner holds them from now on (guarantee, limits)
+                self.inv.charge(m.owner, profile_need(placement.profile))
         return gone
+
+    def explain_held_back(self, m: Model, trial: Inventory, live: int, limit: int) -> None:
+        """Whether min_lifetime_s or room kept for another model held a preemption back."""
+        assert self.pool is not None
+        if self.why_held is None:
+            self.why_held = HeldBack(
+                self.snapshot,
+                self.inv,
+                self.placer,
+                self.pool,
+                lambda x: (
+                    x in self.target and self.live[x] + self.placed.get(x, 0) < self.target[x]
+                ),
+            )
+        why = self.why_held.why(m, trial, live, limit, self.stops)
+        if why is not None:
+            self.held_back[m.name] = why
 
     def reserve(self, m: Model, gone: list[str], missing: int) -> None:
         """Keep for `m` the free room it will need beside what `gone` frees, for the rest of
@@ -537,3 +560,5 @@ class _Pass(Lifecycle):
             commit(m, fitted, trial)
             future.append(fitted)
         _hold_back(self.inv, future)
+        for placement in future:  # its owner holds them already (guarantee, limits)
+            self.inv.charge(m.owner, profile_need(placement.profile))

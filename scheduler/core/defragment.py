@@ -114,11 +114,14 @@ class Defragment:
                 continue
             victims: list[tuple[Replica, Model]] = []
             for r in sorted(here, key=lambda r: (-len(r.shards[0].gpus), r.id)):
+                gain = len(serving_gpus(ns, p, r.shards[0].gpus))
+                if gain == 0:
+                    continue  # frees nothing the waiting model could use (a MIG slice, say)
                 vm = self.movable(r)
                 if vm is None or vm.name == m.name:
                     continue
                 victims.append((r, vm))
-                free += len(serving_gpus(ns, p, r.shards[0].gpus))
+                free += gain
                 if free >= p.gpus:
                     break
             if free >= p.gpus and (best is None or len(victims) < best[0]):
@@ -135,6 +138,12 @@ class Defragment:
         if room is None:
             return False
         trial.take(m, p, nid, room)  # the spot is the waiting model's: the others go elsewhere
+        # Elsewhere indeed: a replaced replica holds its devices until its replacement runs
+        # (make-before-break), so no replacement may land on what is left of this node.
+        ns = trial.nodes[nid]
+        rest = [g.id for g in ns.free_gpus] + [s.id for v in ns.free_slices.values() for s in v]
+        if rest:
+            trial.reserve(nid, rest)
         moved: list[tuple[Replica, Model, Placement]] = []
         for r, vm in victims:
             own = vm.profile(r.profile)

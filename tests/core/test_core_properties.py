@@ -719,7 +719,9 @@ def check_stops(snap: Snapshot, plan: Plan) -> list[tuple[str, str]]:
     for name, n in per_preemptor.items():
         # At most max_victims per placement: per replica the preemptor is still missing.
         st_ = plan.models[name]
-        cap = cfg.max_victims * max(st_.desired - st_.live, 0)
+        # Replicas being replaced (see being_replaced) are missing too.
+        live = st_.live - len(being_replaced(snap, idx, idx.models[name], st_.desired))
+        cap = cfg.max_victims * max(st_.desired - live, 0)
         assert n <= cap, f"{n} victims for {name} (max {cfg.max_victims} per missing replica)"
     for name, n in stopped_per_model.items():
         m = idx.models[name]
@@ -762,8 +764,14 @@ def check_statuses(snap: Snapshot, plan: Plan) -> None:
         if a.replica not in moving:
             starts[a.model] = starts.get(a.model, 0) + 1
     scale_downs: dict[str, int] = {}
+    replaced_stops: dict[str, int] = {}
     for stop in stops_of(plan):
-        if stop.preempted_for is None and not retired(stop):
+        if stop.preempted_for is not None or retired(stop):
+            continue
+        if stop.reason.startswith("consolidation:"):
+            # A replica being replaced (see being_replaced), stopped once the others cover.
+            replaced_stops[stop.model] = replaced_stops.get(stop.model, 0) + 1
+        else:
             scale_downs[stop.model] = scale_downs.get(stop.model, 0) + 1
     live_holds = {
         name
@@ -796,11 +804,20 @@ def check_statuses(snap: Snapshot, plan: Plan) -> None:
                 # never more than are live.
                 assert asked <= status.desired <= max(asked, status.live)
         assert status.live == len(idx.live(name))
+        # Replicas replaced make-before-break are not live for scaling: never scaled down, and
+        # the model grows their replacements (they stop once the others cover for them).
+        old = len(being_replaced(snap, idx, m, status.desired))
+        assert replaced_stops.get(name, 0) <= old, f"{name}: consolidation stops a replica"
+        live = status.live - old
+        # What placement grows to: desired, less what the scale-down window only keeps.
+        target = status.desired
+        if status.recommended is not None:
+            target = min(target, status.recommended)
         got = starts.get(name, 0)
-        assert got <= max(status.desired - status.live, 0), f"{name}: started past desired"
+        assert got <= max(target - live, 0), f"{name}: started past desired"
         timed_out = sum(1 for a in stops_of(plan) if a.model == name and retired(a))
-        assert scale_downs.get(name, 0) == max(status.live - timed_out - status.desired, 0)
-        if status.live + got >= status.desired:
+        assert scale_downs.get(name, 0) == max(live - timed_out - status.desired, 0)
+        if live + got >= target:
             assert status.pending is None, f"{name}: pending though it has what it wants"
         else:
             assert status.pending and status.pending.strip(), f"{name}: short, no reason"
@@ -811,6 +828,28 @@ def check_statuses(snap: Snapshot, plan: Plan) -> None:
     new_ids = [a.replica for a in starts_of(plan)]
     assert len(set(new_ids)) == len(new_ids) and not taken & set(new_ids)
     assert all(a.reason.strip() for a in starts_of(plan))
+
+
+def being_replaced(snap: Snapshot, idx: Index, m: Model, desired: int) -> set[str]:
+    """A model's live replicas the pass replaces make-before-break (issue 16;
+    lifecycle.Lifecycle.renew): the old side of each move under way whose replacement still
+    counts, else, with more live than desired, running replicas on a worse profile than the
+    best one live, the worst first (placement "preferred": the generated catalogs have no
+    "cheapest"). They are not live for scaling: not scaled down, and the model grows their
+    replacements (they stop, "consolidation: ...", once the others cover for them)."""
+    counting = [r for r in idx.live(m.name) if m.profile(r.profile) is not None]
+    ids = {r.id for r in counting}
+    moving = {r.id for r in counting if snap.moves.get(r.id) in ids}
+    if moving:
+        return moving
+    extra = len(counting) - desired
+    if extra <= 0:
+        return set()
+    rank = {p.name: i for i, p in enumerate(m.profiles)}
+    ranked = sorted(counting, key=lambda r: (rank[r.profile], r.created_at, r.id))
+    best = rank[ranked[0].profile]
+    worse = [r for r in reversed(ranked) if r.state == "running" and rank[r.profile] > best]
+    return {r.id for r in worse[:extra]}
 
 
 def check_scale_down(snap: Snapshot, plan: Plan) -> None:
@@ -831,6 +870,8 @@ def check_scale_down(snap: Snapshot, plan: Plan) -> None:
         if retired(a) or a.reason.startswith(("consolidation:", "replaced"))
     }
     for name, ids in by_model.items():
+        # Nor are replicas being replaced (kept until the others cover for them).
+        gone |= being_replaced(snap, idx, idx.models[name], plan.models[name].desired)
         live = sorted(
             (r for r in idx.live(name) if r.id not in gone),
             key=lambda r: (r.created_at, r.id),
