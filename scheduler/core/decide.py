@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import hashlib
-import heapq
 from datetime import timedelta
+from typing import NamedTuple
 
 from scheduler.core.fairshare import FairShare
 from scheduler.core.held_back import HeldBack
 from scheduler.core.inventory import Inventory, profile_need
-from scheduler.core.lifecycle import Lifecycle
 from scheduler.core.mig_advice import mig_advice
 from scheduler.core.models import (
     CLASS_RANK,
@@ -29,19 +28,21 @@ from scheduler.core.plugins import Plugins, default_filters, default_scorers
 from scheduler.core.preemption import (
     VictimPool,
     choose,
-    owed_replicas,
     stop_reason,
     within_guarantee,
 )
+from scheduler.core.retirement import Retirement
 from scheduler.core.scaling import Want, want
+from scheduler.core.sharing import ModelOrder, SharingPhases
 
-# Why a replaced replica stops: (when it is not serving yet, once others cover for it).
-DRAIN = (
-    "its node is draining and it is not serving yet",
-    "its node is draining; replaced elsewhere",
-)
 
-OrderKey = tuple[bool, bool, tuple[int, bool, int, float, str]]
+class TurnOrder(NamedTuple):
+    """The order models take their turn: those that place within their owner's guarantee
+    first, among them those others are held for; then the model's own order."""
+
+    not_owed: bool
+    not_claimed: bool
+    model: ModelOrder
 
 
 def decide(snapshot: Snapshot, plugins: Plugins | None = None) -> Plan:
@@ -58,11 +59,8 @@ def _new_id(model: str, now: str, taken: set[str]) -> str:
             return rid
 
 
-def _order_key(m: Model, live: int, reach: int) -> tuple[int, bool, int, float, str]:
-    """Higher classes first, then models below their minimum. Within that, the models that
-    can use the fewest devices (most constrained first), then the larger replica first
-    (first-fit decreasing: small ones fill the gaps big ones leave, not the reverse)."""
-    return (
+def _order_key(m: Model, live: int, reach: int) -> ModelOrder:
+    return ModelOrder(
         -CLASS_RANK[m.class_],
         live >= m.scaling.min,
         reach,
@@ -85,7 +83,7 @@ def _hold_back(inv: Inventory, future: list[Placement]) -> None:
                 inv.reserve(sh.node, free)
 
 
-class _Pass(Lifecycle):
+class _Pass(Retirement, SharingPhases):
     """The working state of one pass; `run()` is the whole of it, in order."""
 
     def __init__(self, snapshot: Snapshot, extra: Plugins) -> None:
@@ -156,7 +154,7 @@ class _Pass(Lifecycle):
         self.timed_out: dict[str, int] = {}  # model -> replicas stopped past their load grace
         self.pool: VictimPool | None = None  # built on the first preemption attempt only
         self.claimants = {h.for_ for h in self.held.values()}
-        self.keys: dict[str, tuple[int, bool, int, float, str]] = {}  # order keys, by model
+        self.keys: dict[str, ModelOrder] = {}  # order keys, by model
         self.placed: dict[str, int] = {}  # replicas placed this pass, by model
         # A model that has had its say: its pending sentence and what its profiles ran into.
         self.outcome: dict[str, tuple[str | None, list[ProfileTrial]]] = {}
@@ -218,144 +216,10 @@ class _Pass(Lifecycle):
         # Pending MIG demand a drained MIG GPU could serve if re-partitioned: advice only.
         return plan.model_copy(update={"advice": mig_advice(self.snapshot, plan)})
 
-    def retire(self) -> None:
-        """Replicas that go whatever the demand. One still starting past its model's
-        load_grace_s is stopped. One on a draining node no longer counts as live, so the model
-        grows a replacement elsewhere (where room allows) while it still serves; it is stopped
-        once it is not serving, or once enough replicas elsewhere run (make-before-break)."""
-        draining = {n.id for n in self.snapshot.nodes if n.draining}
-        for m in self.snapshot.models:
-            reps = self.inv.facts.by_model.get(m.name, [])
-            self.renew(m, reps)
-            if not draining and all(r.state != "starting" for r in reps):
-                continue  # the common case: nothing to look at
-            # A replica of a removed profile is not counted already; replace_stale sees to it.
-            counting = sorted(
-                (r for r in reps if r.counts and m.profile(r.profile) is not None),
-                key=lambda r: (r.created_at, r.id),
-            )
-            movers: list[Replica] = []
-            for r in counting:
-                if r.id in self.retired:
-                    continue  # already being replaced (rolling update)
-                age = int((self.now - r.created_at).total_seconds())
-                if r.state == "starting" and age > m.load_grace_s:
-                    # Still counted in this pass (its room is not free yet): replaced once it
-                    # is stopping, not alongside it.
-                    reason = (
-                        f"still starting after {age}s, past its load grace of {m.load_grace_s}s"
-                    )
-                    self.retire_one(r, m, reason)
-                    self.timed_out[m.name] = self.timed_out.get(m.name, 0) + 1
-                    self.stall(m, r)
-                elif draining and any(sh.node in draining for sh in r.shards):
-                    movers.append(r)
-                    self.retired.add(r.id)
-                    self.live[m.name] -= 1
-            if movers:
-                self.replace(m, movers, counting, DRAIN)
-
-    def replace(
-        self, m: Model, movers: list[Replica], counting: list[Replica], why: tuple[str, str]
-    ) -> None:
-        """Make-before-break, for drains, rolling updates and consolidation alike: `movers`
-        (already not live) are stopped at once when not serving, and otherwise only once
-        enough replicas elsewhere run to cover the model's desired count."""
-        serving = [r for r in movers if r.state == "running"]
-        running_elsewhere = sum(
-            1 for r in counting if r.state == "running" and r.id not in self.retired
-        )
-        spare = running_elsewhere + len(serving) - self.desired[m.name]
-        for r in movers:
-            if r.state != "running":
-                self.retire_one(r, m, why[0])
-            elif spare > 0:
-                spare -= 1
-                self.retire_one(r, m, why[1])
-
-    def mark(self, m: Model, movers: list[Replica]) -> None:
-        """No longer live: the model grows their replacements in this pass."""
-        for r in movers:
-            self.retired.add(r.id)
-            self.live[m.name] -= 1
-
     def new_id(self, model: str) -> str:
         return _new_id(model, self.now.isoformat(), self.taken_ids)
 
-    def retire_one(self, r: Replica, m: Model, reason: str) -> None:
-        self.stop(r.id)
-        self.retired.add(r.id)
-        self.stops.append(StopAction(replica=r.id, model=m.name, reason=reason))
-
-    def retire_deleted(self) -> dict[str, ModelStatus]:
-        """Stop the replicas of models whose key was deleted, once the grace has passed (a key
-        deleted by mistake can be put back in time); their statuses say when."""
-        grace = timedelta(seconds=self.settings.retire_grace_s)
-        statuses: dict[str, ModelStatus] = {}
-        for name, since in sorted(self.snapshot.retired.items()):
-            if name in self.desired:
-                continue  # back in the catalog
-            reps = sorted(
-                (r for r in self.inv.facts.by_model.get(name, []) if r.counts), key=lambda r: r.id
-            )
-            due = since + grace
-            if reps and self.now >= due:
-                for r in reps:
-                    self.stop(r.id)
-                    reason = f"retired: its key was deleted at {rfc3339(since)}"
-                    self.stops.append(StopAction(replica=r.id, model=name, reason=reason))
-            pending = None
-            if reps and self.now < due:
-                pending = f"retiring: its key was deleted; its replicas stop at {rfc3339(due)}"
-            statuses[name] = ModelStatus(desired=0, live=len(reps), pending=pending)
-        return statuses
-
-    def scale_down(self) -> None:
-        """First, for every model: scale-downs do not depend on placement, and preemption must
-        not pick a replica that is stopped anyway (nor count it towards a minimum)."""
-        for m in self.snapshot.models:
-            want = self.desired[m.name]
-            have = self.live[m.name] - self.timed_out.get(m.name, 0)
-            if have <= want:
-                continue
-            reps = sorted(
-                (
-                    r
-                    for r in self.inv.facts.by_model.get(m.name, [])
-                    if r.counts and r.id not in self.retired and m.profile(r.profile) is not None
-                ),
-                key=lambda r: (r.created_at, r.id),
-                reverse=True,
-            )
-            for r in reps[: have - want]:
-                self.stop(r.id)
-                reason = f"scale down: {have} live, {self.wants[m.name].why}"
-                self.stops.append(StopAction(replica=r.id, model=m.name, reason=reason))
-
-    def replace_stale(self) -> None:
-        """Make before break: a replica of a removed profile stops once enough replicas of
-        current profiles run (or the model wants none)."""
-        for m in self.snapshot.models:
-            old = self.stale.get(m.name)
-            if not old:
-                continue
-            want = self.desired[m.name]
-            running = sum(
-                1
-                for r in self.inv.facts.by_model.get(m.name, [])
-                if r.state == "running"
-                and m.profile(r.profile) is not None
-                and r.id not in self.spoken_for
-                and (self.pool is None or r.id not in self.pool.excluded)
-            )
-            if want > 0 and running < want:
-                continue
-            for r in old:
-                self.stop(r.id)
-                reason = f"replaced: profile {r.profile} is no longer in the model"
-                self.stops.append(StopAction(replica=r.id, model=m.name, reason=reason))
-
-    def order_key(self, m: Model) -> OrderKey:
+    def order_key(self, m: Model) -> TurnOrder:
         """Models that place within their owner's guarantee go first, and among them those
         others are held for: that room is their owner's whatever the classes (they would take
         it back from a borrower anyway, rule R2). Else a higher class that only borrows takes
@@ -363,63 +227,11 @@ class _Pass(Lifecycle):
         once. Only models that will place need the rest (the others keep their place)."""
         have = self.live[m.name]
         if have >= self.target[m.name]:
-            return True, True, (-CLASS_RANK[m.class_], have >= m.scaling.min, 0, 0.0, m.name)
+            at_min = have >= m.scaling.min
+            return TurnOrder(True, True, ModelOrder(-CLASS_RANK[m.class_], at_min, 0, 0.0, m.name))
         owed = within_guarantee(m, self.inv)
         key = self.keys[m.name] = _order_key(m, have, self.placer.reach(m, self.inv))
-        return not owed, not (owed and m.name in self.claimants), key
-
-    # ------------------------------------------------------------ fair sharing
-
-    def turn(self, m: Model, cap: int | None) -> None:
-        """Let the model place up to `cap` more replicas (all it misses: None). Once it could
-        not place one (pending, waiting, held) it has had its say for the pass."""
-        if m.name in self.outcome or self.missing(m) <= 0:
-            return
-        pending, tried = self.grow(m, cap)
-        if pending is not None:
-            self.outcome[m.name] = (pending, tried)
-
-    def missing(self, m: Model) -> int:
-        return self.target[m.name] - self.live[m.name] - self.placed.get(m.name, 0)
-
-    def guarantees_first(self, order: list[Model]) -> None:
-        """Every owner below its guarantee is served up to it before anyone borrows: each
-        model places (or reclaims) only the replicas that keep its owner within."""
-        self.owing = True
-        for m in order:
-            most = self.missing(m)
-            if most > 0 and m.name not in self.outcome:
-                cap = owed_replicas(m, self.inv, most)
-                if cap > 0:
-                    self.turn(m, cap)
-        self.owing = False
-
-    def share_key(self, m: Model) -> tuple[int, bool, float, tuple[int, bool, int, float, str]]:
-        """Higher classes first and models below their minimum, as always; then the owner
-        with the least weighted dominant share once this replica is placed (fair sharing)."""
-        have = self.live[m.name] + self.placed.get(m.name, 0)
-        need = self.needs.get(m.name)
-        if need is None:
-            need = self.needs[m.name] = profile_need(m.profiles[0])
-        share = self.fair.share(m.owner, self.inv, need)
-        return -CLASS_RANK[m.class_], have >= m.scaling.min, share, self.keys[m.name]
-
-    def share_the_rest(self, order: list[Model]) -> None:
-        """What is past the guarantees, one replica at a time to the model whose owner has the
-        least share. Shares only grow in this phase, so a stale key is re-checked on pop."""
-        heap = [(self.share_key(m), i, m) for i, m in enumerate(order) if self.missing(m) > 0]
-        heapq.heapify(heap)
-        while heap:
-            key, i, m = heapq.heappop(heap)
-            if m.name in self.outcome or self.missing(m) <= 0:
-                continue
-            fresh = self.share_key(m)
-            if fresh != key and heap and fresh > heap[0][0]:
-                heapq.heappush(heap, (fresh, i, m))
-                continue
-            self.turn(m, 1)
-            if m.name not in self.outcome and self.missing(m) > 0:
-                heapq.heappush(heap, (self.share_key(m), i, m))
+        return TurnOrder(not owed, not (owed and m.name in self.claimants), key)
 
     # ------------------------------------------------------------ one model
 

@@ -1,0 +1,105 @@
+"""The order of growth with quotas in play (docs/decision-core.md, rules F1, F2): every owner
+below its guarantee is served up to it first, then the rest one replica at a time to the
+owner with the least weighted dominant share (fairshare.FairShare).
+
+`SharingPhases` is mixed into decide._Pass, whose grow step and state (declared here) it uses.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import NamedTuple
+
+from scheduler.core.fairshare import FairShare
+from scheduler.core.inventory import Inventory, profile_need
+from scheduler.core.models import CLASS_RANK, Model, ProfileTrial
+from scheduler.core.preemption import owed_replicas
+
+
+class ModelOrder(NamedTuple):
+    """Where a model places in a pass (rules F1, F2 aside): higher classes first, then models
+    below their minimum; within that the models that can use the fewest devices (most
+    constrained first), then the larger replica first (first-fit decreasing: small ones fill
+    the gaps big ones leave, not the reverse), then by name."""
+
+    neg_class_rank: int
+    at_min: bool
+    reach: int
+    neg_gpus: float
+    name: str
+
+
+class ShareKey(NamedTuple):
+    """Past the guarantees: class and minimum as always, then the owner with the least
+    weighted dominant share once the replica is placed, then the model's own order."""
+
+    neg_class_rank: int
+    at_min: bool
+    share: float
+    order: ModelOrder
+
+
+class SharingPhases:
+    inv: Inventory
+    fair: FairShare
+    owing: bool
+    live: dict[str, int]
+    target: dict[str, int]
+    placed: dict[str, int]
+    needs: dict[str, tuple[float, float, float]]
+    keys: dict[str, ModelOrder]
+    outcome: dict[str, tuple[str | None, list[ProfileTrial]]]
+
+    def grow(self, m: Model, cap: int | None = None) -> tuple[str | None, list[ProfileTrial]]:
+        raise NotImplementedError
+
+    def turn(self, m: Model, cap: int | None) -> None:
+        """Let the model place up to `cap` more replicas (all it misses: None). Once it could
+        not place one (pending, waiting, held) it has had its say for the pass."""
+        if m.name in self.outcome or self.missing(m) <= 0:
+            return
+        pending, tried = self.grow(m, cap)
+        if pending is not None:
+            self.outcome[m.name] = (pending, tried)
+
+    def missing(self, m: Model) -> int:
+        return self.target[m.name] - self.live[m.name] - self.placed.get(m.name, 0)
+
+    def guarantees_first(self, order: list[Model]) -> None:
+        """Every owner below its guarantee is served up to it before anyone borrows: each
+        model places (or reclaims) only the replicas that keep its owner within."""
+        self.owing = True
+        for m in order:
+            most = self.missing(m)
+            if most > 0 and m.name not in self.outcome:
+                cap = owed_replicas(m, self.inv, most)
+                if cap > 0:
+                    self.turn(m, cap)
+        self.owing = False
+
+    def share_key(self, m: Model) -> ShareKey:
+        """Higher classes first and models below their minimum, as always; then the owner
+        with the least weighted dominant share once this replica is placed (fair sharing)."""
+        have = self.live[m.name] + self.placed.get(m.name, 0)
+        need = self.needs.get(m.name)
+        if need is None:
+            need = self.needs[m.name] = profile_need(m.profiles[0])
+        share = self.fair.share(m.owner, self.inv, need)
+        return ShareKey(-CLASS_RANK[m.class_], have >= m.scaling.min, share, self.keys[m.name])
+
+    def share_the_rest(self, order: list[Model]) -> None:
+        """What is past the guarantees, one replica at a time to the model whose owner has the
+        least share. Shares only grow in this phase, so a stale key is re-checked on pop."""
+        heap = [(self.share_key(m), i, m) for i, m in enumerate(order) if self.missing(m) > 0]
+        heapq.heapify(heap)
+        while heap:
+            key, i, m = heapq.heappop(heap)
+            if m.name in self.outcome or self.missing(m) <= 0:
+                continue
+            fresh = self.share_key(m)
+            if fresh != key and heap and fresh > heap[0][0]:
+                heapq.heappush(heap, (fresh, i, m))
+                continue
+            self.turn(m, 1)
+            if m.name not in self.outcome and self.missing(m) > 0:
+                heapq.heappush(heap, (self.share_key(m), i, m))
