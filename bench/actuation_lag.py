@@ -146,6 +146,7 @@ def run(
         "owner": "bench",
         "scaling": {"min": 0, "max": 2, "target_per_replica": 1},
         "profiles": [{"name": "one", "gpus": 1}],
+        "serve": {"source": "org/bench-model"},
     }
     for name in models:
         kv.put(PREFIX + "models/" + name, json.dumps(model))

@@ -6,7 +6,6 @@ timers) and apply them before releasing it, so Consul sees them in the order the
 
 from __future__ import annotations
 
-import copy
 import json
 import random
 import threading
@@ -130,6 +129,17 @@ class Cluster:
         self._jobs: dict[tuple[str, str], dict[str, Any]] = {}
         self._allocs: dict[str, dict[str, Any]] = {}
         self._evals: dict[str, dict[str, Any]] = {}
+        # Indexes, as Nomad's state store has them (memdb indexes on job and status), so that
+        # a write or a listing costs what touches one job, not everything ever stored:
+        # (namespace, job id) -> its allocations / evaluations / deployments, oldest first.
+        self._allocs_of: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        self._evals_of: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        self._deployments_of: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        # Allocations not yet terminal and evaluations created blocked, in creation order.
+        # Terminal is for good and an evaluation is blocked only when created, so entries
+        # that left the state are dropped as they are met.
+        self._maybe_live: dict[str, dict[str, Any]] = {}
+        self._maybe_blocked: dict[str, dict[str, Any]] = {}
         self._services: dict[str, list[str]] = {}  # alloc id -> registered service ids
         self._timers: dict[str, threading.Timer] = {}
         self._closed = False
@@ -301,9 +311,7 @@ class Cluster:
         """
         strategy = record.drain_strategy or {}
         node_id = record.node.id
-        on_node = [
-            a for a in self._allocs.values() if a["NodeID"] == node_id and not is_terminal(a)
-        ]
+        on_node = [a for a in self._live_allocs() if a["NodeID"] == node_id]
         system = [a for a in on_node if a["JobType"] in ("system", "sysbatch")]
         others = [a for a in on_node if a not in system]
         chosen: list[dict[str, Any]] = []
@@ -390,8 +398,8 @@ class Cluster:
         """A node that went down loses its allocations; their jobs get replacements."""
         effects = Effects()
         jobs: dict[tuple[str, str], dict[str, Any]] = {}
-        for alloc in self._allocs.values():
-            if alloc["NodeID"] == node_id and not is_terminal(alloc):
+        for alloc in self._live_allocs():
+            if alloc["NodeID"] == node_id:
                 alloc["DesiredStatus"] = "stop"
                 alloc["DesiredDescription"] = "alloc is lost since its node is down"
                 self._finish(alloc, "lost", effects)
@@ -420,10 +428,10 @@ class Cluster:
         self.events.emit("Node", "NodeEvent", record.node.id, "", node_full(record), self._index)
 
     def _job_event(self, job: dict[str, Any], kind: str) -> None:
-        self.events.emit("Job", kind, job["ID"], job["Namespace"], copy.deepcopy(job), self._index)
+        self.events.emit("Job", kind, job["ID"], job["Namespace"], views.jcopy(job), self._index)
 
     def _alloc_event(self, alloc: dict[str, Any]) -> None:
-        payload = {k: copy.deepcopy(v) for k, v in alloc.items() if k != "Job"}
+        payload = {k: views.jcopy(v) for k, v in alloc.items() if k != "Job"}
         self.events.emit(
             "Allocation", "AllocationUpdated", alloc["ID"], alloc["Namespace"], payload, self._index
         )
@@ -434,7 +442,7 @@ class Cluster:
             "EvaluationUpdated",
             evaluation["ID"],
             evaluation["Namespace"],
-            copy.deepcopy(evaluation),
+            views.jcopy(evaluation),
             self._index,
         )
 
@@ -545,25 +553,45 @@ class Cluster:
     def job(self, namespace: str, job_id: str) -> dict[str, Any] | None:
         with self._lock:
             job = self._jobs.get((namespace, job_id))
-            return copy.deepcopy(job) if job else None
+            return views.jcopy(job) if job else None
 
     def jobs(self, namespace: str = "*") -> list[dict[str, Any]]:
         with self._lock:
             return [
-                copy.deepcopy(j)
+                views.jcopy(j)
                 for (ns, _), j in sorted(self._jobs.items())
                 if namespace in ("*", ns)
             ]
 
+    def job_stubs(
+        self, namespace: str = "*", prefix: str = "", *, meta: bool
+    ) -> list[dict[str, Any]]:
+        """GET /v1/jobs: one stub per job, built from the live state without copying whole
+        jobs (a listing under churn must not cost every job's full spec)."""
+        with self._lock:
+            return [
+                self._job_stub(j, meta=meta)
+                for (ns, jid), j in sorted(self._jobs.items())
+                if namespace in ("*", ns) and jid.startswith(prefix)
+            ]
+
+    def job_summary(self, namespace: str, job_id: str) -> dict[str, Any] | None:
+        with self._lock:
+            job = self._jobs.get((namespace, job_id))
+            return None if job is None else self._summary(job)
+
     def job_stub(self, job: dict[str, Any], *, meta: bool) -> dict[str, Any]:
         with self._lock:
-            summary = self._summary(job)
+            return self._job_stub(job, meta=meta)
+
+    def _job_stub(self, job: dict[str, Any], *, meta: bool) -> dict[str, Any]:
+        summary = self._summary(job)
         stub = {
             "ID": job["ID"],
             "ParentID": job.get("ParentID", ""),
             "Name": job["Name"],
             "Namespace": job["Namespace"],
-            "Datacenters": job["Datacenters"],
+            "Datacenters": views.jcopy(job["Datacenters"]),
             "NodePool": job["NodePool"],
             "Multiregion": None,
             "Type": job["Type"],
@@ -580,7 +608,7 @@ class Cluster:
             "SubmitTime": job["SubmitTime"],
         }
         if meta:
-            stub["Meta"] = job.get("Meta")
+            stub["Meta"] = views.jcopy(job.get("Meta"))
         return stub
 
     def _summary(self, job: dict[str, Any]) -> dict[str, Any]:
@@ -605,8 +633,8 @@ class Cluster:
                 "lost": "Lost",
             }.get(status, "Unknown")
             counts[key] += 1
-        for evaluation in self._evals.values():
-            if evaluation["JobID"] == job["ID"] and evaluation["Status"] == "blocked":
+        for evaluation in self._evals_of.get((job["Namespace"], job["ID"]), ()):
+            if evaluation["Status"] == "blocked":
                 for tg, queued in (evaluation.get("QueuedAllocations") or {}).items():
                     if tg in groups:
                         groups[tg]["Queued"] = queued
@@ -620,11 +648,13 @@ class Cluster:
         }
 
     def _job_allocs(self, job: dict[str, Any]) -> list[dict[str, Any]]:
-        return [
-            a
-            for a in self._allocs.values()
-            if a["JobID"] == job["ID"] and a["Namespace"] == job["Namespace"]
-        ]
+        return list(self._allocs_of.get((job["Namespace"], job["ID"]), ()))
+
+    def _live_allocs(self) -> list[dict[str, Any]]:
+        """Allocations not terminal, oldest first (what holds resources on the nodes)."""
+        for alloc_id in [i for i, a in self._maybe_live.items() if is_terminal(a)]:
+            del self._maybe_live[alloc_id]
+        return list(self._maybe_live.values())
 
     def _refresh_status(self, job: dict[str, Any]) -> None:
         allocs = self._job_allocs(job)
@@ -660,9 +690,9 @@ class Cluster:
             )
             result.append(view)
         by_id = {v.node.id: v for v in result}
-        for alloc in self._allocs.values():
+        for alloc in self._live_allocs():
             holder = by_id.get(alloc["NodeID"])
-            if holder is None or is_terminal(alloc):
+            if holder is None:
                 continue
             view = holder
             res = alloc["AllocatedResources"]
@@ -688,14 +718,10 @@ class Cluster:
         index = self._bump("evals")
         if evaluation is None:
             evaluation = views.empty_eval(str(uuid.uuid4()), job, triggered_by, index)
-            self._evals[evaluation["ID"]] = evaluation
+            self._add_eval(evaluation)
             # A new evaluation supersedes the job's blocked one.
-            for other in self._evals.values():
-                if (
-                    other["JobID"] == job["ID"]
-                    and other["Namespace"] == job["Namespace"]
-                    and other["Status"] == "blocked"
-                ):
+            for other in self._evals_of[(job["Namespace"], job["ID"])]:
+                if other["Status"] == "blocked":
                     other["Status"] = "canceled"
                     other["StatusDescription"] = "evaluation superseded by a newer one"
                     other["ModifyIndex"] = index
@@ -722,10 +748,10 @@ class Cluster:
                 Status="blocked",
                 StatusDescription="created to place remaining allocations",
                 PreviousEval=evaluation["ID"],
-                FailedTGAllocs=copy.deepcopy(failed),
-                QueuedAllocations=copy.deepcopy(evaluation["QueuedAllocations"]),
+                FailedTGAllocs=views.jcopy(failed),
+                QueuedAllocations=views.jcopy(evaluation["QueuedAllocations"]),
             )
-            self._evals[blocked["ID"]] = blocked
+            self._add_eval(blocked)
             evaluation["BlockedEval"] = blocked["ID"]
             self._eval_event(blocked)
         self._eval_event(evaluation)
@@ -799,8 +825,9 @@ class Cluster:
     def _unblock(self) -> Effects:
         """Room may have appeared: run blocked evaluations again."""
         effects = Effects()
-        for evaluation in list(self._evals.values()):
+        for evaluation in list(self._maybe_blocked.values()):
             if evaluation["Status"] != "blocked":
+                del self._maybe_blocked[evaluation["ID"]]
                 continue
             job = self._jobs.get((evaluation["Namespace"], evaluation["JobID"]))
             if job is None or job["Stop"]:
@@ -811,12 +838,22 @@ class Cluster:
             self._refresh_status(job)
         return effects
 
+    def _add_eval(self, evaluation: dict[str, Any]) -> None:
+        self._evals[evaluation["ID"]] = evaluation
+        key = (evaluation["Namespace"], evaluation["JobID"])
+        self._evals_of.setdefault(key, []).append(evaluation)
+        if evaluation["Status"] == "blocked":
+            self._maybe_blocked[evaluation["ID"]] = evaluation
+
     def _add_alloc(self, alloc: dict[str, Any], effects: Effects) -> None:
         dep = self._active_deployment(alloc["Namespace"], alloc["JobID"])
         if dep is not None and alloc["TaskGroup"] in dep["TaskGroups"]:
             alloc["DeploymentID"] = dep["ID"]
             dep["TaskGroups"][alloc["TaskGroup"]]["PlacedAllocs"] += 1
         self._allocs[alloc["ID"]] = alloc
+        self._allocs_of.setdefault((alloc["Namespace"], alloc["JobID"]), []).append(alloc)
+        if not is_terminal(alloc):
+            self._maybe_live[alloc["ID"]] = alloc
         self._alloc_event(alloc)
         effects.start_later.append(alloc["ID"])
 
@@ -873,9 +910,7 @@ class Cluster:
 
     def _active_deployment(self, namespace: str, job_id: str) -> dict[str, Any] | None:
         found = [
-            d
-            for d in self._deployments.values()
-            if d["Namespace"] == namespace and d["JobID"] == job_id and d["Status"] == "running"
+            d for d in self._deployments_of.get((namespace, job_id), ()) if d["Status"] == "running"
         ]
         return max(found, key=lambda d: d["CreateIndex"]) if found else None
 
@@ -895,6 +930,7 @@ class Cluster:
             return
         dep = deployments.new_deployment(str(uuid.uuid4()), job, self._bump("deployments"))
         self._deployments[dep["ID"]] = dep
+        self._deployments_of.setdefault((dep["Namespace"], dep["JobID"]), []).append(dep)
         progress = deployments.progress_deadline_s(job)
         if progress > 0 and self.health_time_scale > 0:
             self._progress_at[dep["ID"]] = time.monotonic()
@@ -969,7 +1005,7 @@ class Cluster:
     def deployments(self, *, namespace: str, job_id: str | None = None) -> list[dict[str, Any]]:
         with self._lock:
             found = [
-                copy.deepcopy(d)
+                views.jcopy(d)
                 for d in self._deployments.values()
                 if namespace in ("*", d["Namespace"]) and job_id in (None, d["JobID"])
             ]
@@ -979,7 +1015,7 @@ class Cluster:
     def deployment(self, dep_id: str) -> dict[str, Any] | None:
         with self._lock:
             dep = self._deployments.get(dep_id)
-            return copy.deepcopy(dep) if dep else None
+            return views.jcopy(dep) if dep else None
 
     def _serve_model(self, alloc: dict[str, Any]) -> None:
         """Start a stand-in model server for an allocation whose group has an `http` port and a
@@ -1115,7 +1151,7 @@ class Cluster:
     def alloc(self, alloc_id: str) -> dict[str, Any] | None:
         with self._lock:
             alloc = self._allocs.get(alloc_id)
-            return copy.deepcopy(alloc) if alloc else None
+            return views.jcopy(alloc) if alloc else None
 
     def allocs(
         self,
@@ -1126,16 +1162,46 @@ class Cluster:
         prefix: str = "",
     ) -> list[dict[str, Any]]:
         with self._lock:
-            found = [
-                a
-                for a in self._allocs.values()
-                if namespace in ("*", a["Namespace"])
-                and (job_id is None or a["JobID"] == job_id)
-                and (node_id is None or a["NodeID"] == node_id)
-                and a["ID"].startswith(prefix)
+            return views.jcopy(self._find_allocs(namespace, job_id, node_id, prefix))
+
+    def alloc_stubs(
+        self,
+        *,
+        namespace: str = "*",
+        job_id: str | None = None,
+        prefix: str = "",
+        eval_id: str | None = None,
+        resources: bool = False,
+        task_states: bool = True,
+        keep: Callable[[str], bool] = lambda _: True,
+    ) -> list[dict[str, Any]]:
+        """Allocation listings: only the stub's fields are copied, never the whole allocation
+        with its job. `keep` says which namespaces the caller may read."""
+        with self._lock:
+            return [
+                views.alloc_stub(a, resources=resources, task_states=task_states)
+                for a in self._find_allocs(namespace, job_id, None, prefix)
+                if keep(a["Namespace"]) and eval_id in (None, a["EvalID"])
             ]
-            found.sort(key=lambda a: (a["CreateIndex"], a["ID"]), reverse=True)
-            return copy.deepcopy(found)
+
+    def _find_allocs(
+        self, namespace: str, job_id: str | None, node_id: str | None, prefix: str
+    ) -> list[dict[str, Any]]:
+        """Newest first, as Nomad lists them."""
+        if job_id is not None and namespace != "*":
+            candidates: Any = self._allocs_of.get((namespace, job_id), ())
+        else:
+            candidates = self._allocs.values()
+        found = [
+            a
+            for a in candidates
+            if namespace in ("*", a["Namespace"])
+            and (job_id is None or a["JobID"] == job_id)
+            and (node_id is None or a["NodeID"] == node_id)
+            and a["ID"].startswith(prefix)
+        ]
+        found.sort(key=lambda a: (a["CreateIndex"], a["ID"]), reverse=True)
+        return found
 
     # ------------------------------------------------------------ evaluations
 
@@ -1144,7 +1210,7 @@ class Cluster:
             evaluation = self._evals.get(eval_id)
             if evaluation is None:
                 return None
-            result = copy.deepcopy(evaluation)
+            result = views.jcopy(evaluation)
             related = [
                 e
                 for e in self._evals.values()
@@ -1157,9 +1223,13 @@ class Cluster:
         self, *, namespace: str = "*", job_id: str | None = None
     ) -> list[dict[str, Any]]:
         with self._lock:
+            if job_id is not None and namespace != "*":
+                candidates: Any = self._evals_of.get((namespace, job_id), ())
+            else:
+                candidates = self._evals.values()
             found = [
-                copy.deepcopy(e)
-                for e in self._evals.values()
+                views.jcopy(e)
+                for e in candidates
                 if namespace in ("*", e["Namespace"]) and (job_id is None or e["JobID"] == job_id)
             ]
         found.sort(key=lambda e: e["CreateIndex"], reverse=True)
