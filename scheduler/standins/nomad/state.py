@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from scheduler.core.models import Node
-from scheduler.standins.nomad import deployments, views
+from scheduler.standins.nomad import deployments, gc, views
 from scheduler.standins.nomad.allocs import build_alloc, service_instances
 from scheduler.standins.nomad.events import EventLog
 from scheduler.standins.nomad.fingerprint import device_groups
@@ -45,6 +45,16 @@ _SERVER_FIELDS = (
     "Stop",
 )
 TABLES = ("nodes", "jobs", "allocs", "evals", "deployments")
+# An allocation's ClientStatus -> its bin in the job summary (state_store.go
+# updateSummaryWithAlloc).
+_SUMMARY_BINS = {
+    "pending": "Starting",
+    "running": "Running",
+    "complete": "Complete",
+    "failed": "Failed",
+    "lost": "Lost",
+}
+_SUMMARY_KEYS = ("Queued", "Complete", "Failed", "Running", "Starting", "Lost", "Unknown")
 
 
 class CasError(ValueError):
@@ -88,12 +98,15 @@ class Cluster:
         health_time_scale: float = 0.0,
         initial_check: CheckStatus = "passing",
         model_servers: ModelServers | None = None,
+        eval_gc_threshold_s: float = gc.EVAL_GC_THRESHOLD_S,
+        eval_gc_interval_s: float = gc.EVAL_GC_INTERVAL_S,
     ) -> None:
         """`reserved`: node id (or "*" for all) -> (CPU MHz, memory MiB) the client keeps
         back; `short_devices`: emulate Nomad 1.9.0-1.11.0 placing fewer instances than asked;
         `health_time_scale`: > 0 runs allocation health and deployments on Nomad's clock times
         this factor (min_healthy_time, healthy_deadline, progress_deadline), 0 makes a running
-        allocation healthy at once; `initial_check`: the status a new service check starts in."""
+        allocation healthy at once; `initial_check`: the status a new service check starts in;
+        `eval_gc_*`: the server's eval_gc_threshold and how often its GC runs (see gc.py)."""
         ids = [n.id for n in fleet]
         dupes = sorted({i for i in ids if ids.count(i) > 1})
         if dupes:
@@ -140,6 +153,12 @@ class Cluster:
         # that left the state are dropped as they are met.
         self._maybe_live: dict[str, dict[str, Any]] = {}
         self._maybe_blocked: dict[str, dict[str, Any]] = {}
+        # Evaluation GC: what it reaped still counts in its job's summary, as in Nomad, whose
+        # summary is a table of counters the GC does not touch.
+        self.eval_gc_threshold_s = eval_gc_threshold_s
+        self.eval_gc_interval_s = eval_gc_interval_s
+        self._last_gc = time.monotonic()
+        self._reaped: dict[tuple[str, str], dict[str, dict[str, int]]] = {}
         self._services: dict[str, list[str]] = {}  # alloc id -> registered service ids
         self._timers: dict[str, threading.Timer] = {}
         self._closed = False
@@ -171,6 +190,7 @@ class Cluster:
         """Run effects while still holding the lock, so that Consul sees registrations and
         deregistrations in the order the state changed (the registry never calls back)."""
         effects.merge(self._drain_tick())
+        self._maybe_gc()
         self.events.flush()
         self.feed.notify()
         if self.registry is not None:
@@ -614,25 +634,14 @@ class Cluster:
     def _summary(self, job: dict[str, Any]) -> dict[str, Any]:
         groups: dict[str, dict[str, int]] = {}
         for group in job["TaskGroups"]:
-            groups[group["Name"]] = dict.fromkeys(
-                ("Queued", "Complete", "Failed", "Running", "Starting", "Lost", "Unknown"), 0
-            )
+            groups[group["Name"]] = dict.fromkeys(_SUMMARY_KEYS, 0)
         for alloc in self._job_allocs(job):
-            counts = groups.setdefault(
-                alloc["TaskGroup"],
-                dict.fromkeys(
-                    ("Queued", "Complete", "Failed", "Running", "Starting", "Lost", "Unknown"), 0
-                ),
-            )
-            status = alloc["ClientStatus"]
-            key = {
-                "pending": "Starting",
-                "running": "Running",
-                "complete": "Complete",
-                "failed": "Failed",
-                "lost": "Lost",
-            }.get(status, "Unknown")
-            counts[key] += 1
+            counts = groups.setdefault(alloc["TaskGroup"], dict.fromkeys(_SUMMARY_KEYS, 0))
+            counts[_SUMMARY_BINS.get(alloc["ClientStatus"], "Unknown")] += 1
+        for tg, bins in self._reaped.get((job["Namespace"], job["ID"]), {}).items():
+            counts = groups.setdefault(tg, dict.fromkeys(_SUMMARY_KEYS, 0))
+            for name, n in bins.items():
+                counts[name] += n
         for evaluation in self._evals_of.get((job["Namespace"], job["ID"]), ()):
             if evaluation["Status"] == "blocked":
                 for tg, queued in (evaluation.get("QueuedAllocations") or {}).items():
@@ -649,6 +658,33 @@ class Cluster:
 
     def _job_allocs(self, job: dict[str, Any]) -> list[dict[str, Any]]:
         return list(self._allocs_of.get((job["Namespace"], job["ID"]), ()))
+
+    def _maybe_gc(self) -> None:
+        """Reap old terminal evaluations and allocations (gc.py), every eval_gc_interval_s."""
+        now = time.monotonic()
+        if now - self._last_gc < self.eval_gc_interval_s:
+            return
+        self._last_gc = now
+        cutoff = views.now_ns() - int(self.eval_gc_threshold_s * 1e9)
+        evals, allocs = gc.collectable(
+            list(self._evals.values()), list(self._allocs.values()), self._jobs, cutoff
+        )
+        if not evals and not allocs:
+            return
+        for alloc_id in allocs:
+            alloc = self._allocs.pop(alloc_id)
+            key = (alloc["Namespace"], alloc["JobID"])
+            self._allocs_of[key].remove(alloc)
+            bins = self._reaped.setdefault(key, {}).setdefault(alloc["TaskGroup"], {})
+            status = _SUMMARY_BINS.get(alloc["ClientStatus"], "Unknown")
+            bins[status] = bins.get(status, 0) + 1
+            for table in (self._check_status, self._health_deadline, self._maybe_live):
+                table.pop(alloc_id, None)
+        for eval_id in evals:
+            evaluation = self._evals.pop(eval_id)
+            self._evals_of[(evaluation["Namespace"], evaluation["JobID"])].remove(evaluation)
+            self._maybe_blocked.pop(eval_id, None)
+        self._bump("evals", "allocs")  # Eval.Reap is a Raft write
 
     def _live_allocs(self) -> list[dict[str, Any]]:
         """Allocations not terminal, oldest first (what holds resources on the nodes)."""
