@@ -330,6 +330,7 @@ class SnapshotBuilder:
         # Registered by the actuator: id -> (JobModifyIndex, job, when).
         self._learned: dict[str, tuple[int, OwnedJob, float]] = {}
         self._learned_lock = threading.Lock()
+        self._queued: dict[str, bool] = {}  # job id -> its summary has allocations queued
         self._last_health: dict[str, set[str]] = {}
         self._listed: list[str] = []
         # Issue 18: the servers' signals, the last time each model's servers had work, and
@@ -404,6 +405,7 @@ class SnapshotBuilder:
             mod = int(stub.get("JobModifyIndex") or stub.get("ModifyIndex") or 0)
             stopped = bool(stub.get("Stop")) or stub.get("Status") == "dead"
             self._listed.append(jid)
+            self._queued[jid] = _queued(stub)
             stops[jid] = stopped
             cached = self._job_cache.get(jid)
             if jid in learned and learned[jid][0] == mod:
@@ -428,6 +430,7 @@ class SnapshotBuilder:
                 out.append(owned if owned.stopped == stopped else replace(owned, stopped=stopped))
         for gone in self._job_cache.keys() - set(self._listed):
             del self._job_cache[gone]  # a purged job: forget it
+        self._queued = {j: q for j, q in self._queued.items() if j in self._job_cache}
         # A registered job this listing does not show yet waits for the next one (a while).
         listed, too_old = set(self._listed), time.monotonic() - 300
         with self._learned_lock:
@@ -455,8 +458,11 @@ class SnapshotBuilder:
         self, jobs: list[OwnedJob], allocs: dict[str, list[dict[str, Any]]], now: datetime
     ) -> dict[str, str]:
         """Replicas Nomad failed. Evaluations are read only for our jobs with no allocation
-        (placement pending or refused), so a steady cluster costs no extra reads."""
+        (placement pending or refused), so a steady cluster costs no extra reads, and only when
+        the job's summary has allocations queued (a refused placement leaves them there;
+        nomad/state/state_store.go nestedUpsertEval) or the listing carries no summary."""
         faults: dict[str, str] = {}
+        ask: list[OwnedJob] = []
         for job in jobs:
             if job.stopped:
                 continue
@@ -474,7 +480,14 @@ class SnapshotBuilder:
                     ]
                     self.refusals.remember([s for s in missing if s.gpus], True, now)
                 continue
-            refused = refusal(self.nomad.get(f"/v1/job/{job.job_id}/evaluations"))
+            if self._queued.get(job.job_id, True):
+                ask.append(job)
+        # A few at a time: under churn many new jobs may wait for their allocations at once.
+        answers = self._details.map(
+            lambda j: self.nomad.get(f"/v1/job/{j.job_id}/evaluations"), ask
+        )
+        for job, evaluations in zip(ask, answers, strict=True):
+            refused = refusal(evaluations)
             if refused is not None:
                 why, devices_only = refused
                 faults[job.replica] = f"placement refused by Nomad: {why}"
@@ -624,7 +637,8 @@ class SnapshotBuilder:
                 nodes_listing = pool.submit(self._list, NODES)
                 jobs_listing = self._list(JOBS)
                 jobs = self._jobs(jobs_listing)
-                allocs, usage = self._allocs({j.job_id for j in jobs}, allocs_listing.result())
+                allocs_read = allocs_listing.result()
+                allocs, usage = self._allocs({j.job_id for j in jobs}, allocs_read)
                 nodes_read = nodes_listing.result()
                 kv_index, entries = listing.result()
             faults = self._faults(jobs, allocs, now)
@@ -712,3 +726,12 @@ def _same_replica(cached: tuple[int, OwnedJob | None] | None, meta: Any) -> bool
     if cached is None or cached[1] is None or not isinstance(meta, dict):
         return False
     return meta.get(MODEL_META) == cached[1].model and meta.get(REPLICA_META) == cached[1].replica
+
+
+def _queued(stub: dict[str, Any]) -> bool:
+    """The stub's JobSummary has allocations queued, or the listing carries no summary."""
+    summary = (stub.get("JobSummary") or {}).get("Summary")
+    if not isinstance(summary, dict):
+        return True
+    counts = [(g or {}).get("Queued") if isinstance(g, dict) else None for g in summary.values()]
+    return any(not isinstance(n, int) or n > 0 for n in counts)

@@ -98,8 +98,13 @@ def test_a_slow_nomad_holds_back_no_decision_on_new_demand() -> None:
 def test_the_jobs_it_registers_and_stops_are_never_read_back() -> None:
     """A job the actuator registered is known at the JobModifyIndex Nomad answered, and a job
     that was only stopped keeps its spec: neither costs a GET /v1/job/<id> in later passes
-    (under churn that was a slow round trip per changed job in every pass)."""
-    with DevCluster(fleet=small_fleet(), load_delay_s=0.05) as dc:
+    (under churn that was a slow round trip per changed job in every pass). Nor are its
+    evaluations read while a listing shows no allocation of it yet: only a job summary with
+    allocations queued (a refused placement) is worth that read."""
+    faults = Faults(seed=7)
+    # The allocations listing answers late: a pass sees the new job before its allocation.
+    faults.set("/v1/allocation", latency_s=0.5)
+    with DevCluster(fleet=small_fleet(), load_delay_s=0.05, faults=faults) as dc:
         put(dc, LAYOUT.settings, FAST_SETTINGS)
         put(dc, LAYOUT.model_key("alpha"), model_value([{"name": "p", "gpus": 1}]))
         svc = Service(service_config(dc))
@@ -111,6 +116,13 @@ def test_the_jobs_it_registers_and_stops_are_never_read_back() -> None:
             return real(job_id)
 
         svc.nomad.job_or_none = counted  # type: ignore[method-assign]
+        real_get = svc.nomad.get
+
+        def get(path: str, params: dict[str, Any] | None = None) -> Any:
+            read.append(path)
+            return real_get(path, params)
+
+        svc.nomad.get = get  # type: ignore[method-assign]
         svc.run_in_thread()
         try:
             put(dc, LAYOUT.demand_key("alpha"), {"inflight": 5})
@@ -121,6 +133,6 @@ def test_the_jobs_it_registers_and_stops_are_never_read_back() -> None:
             passes = svc.passes
             wait_for(lambda: svc.passes > passes + 3, what="more passes")
             assert svc.last_plan is not None and svc.last_plan.models["alpha"].live == 0
-            assert job["ID"] not in read
+            assert [p for p in read if job["ID"] in p] == []
         finally:
             svc.stop()

@@ -20,7 +20,7 @@ from scheduler.core.models import Node
 from scheduler.standins.nomad import deployments, gc, views
 from scheduler.standins.nomad.allocs import build_alloc, service_instances
 from scheduler.standins.nomad.events import EventLog
-from scheduler.standins.nomad.fingerprint import device_groups
+from scheduler.standins.nomad.fingerprint import DeviceGroup, device_groups
 from scheduler.standins.nomad.jobs import JobValidationError, canonicalize, validate
 from scheduler.standins.nomad.nodes import MHZ_PER_CORE, NodeRecord, node_full, node_stub
 from scheduler.standins.nomad.placement import Metrics, NodeView, claim, place
@@ -159,6 +159,7 @@ class Cluster:
         self.eval_gc_interval_s = eval_gc_interval_s
         self._last_gc = time.monotonic()
         self._reaped: dict[tuple[str, str], dict[str, dict[str, int]]] = {}
+        self._fingerprints: dict[str, tuple[Any, dict[str, str], dict[str, str], list[Any]]] = {}
         self._services: dict[str, list[str]] = {}  # alloc id -> registered service ids
         self._timers: dict[str, threading.Timer] = {}
         self._closed = False
@@ -705,18 +706,31 @@ class Cluster:
 
     # ------------------------------------------------------------ scheduling
 
+    def _fingerprint(
+        self, record: NodeRecord
+    ) -> tuple[dict[str, str], dict[str, str], list[DeviceGroup]]:
+        """A node's attributes, meta and device groups for placement, made once per node and
+        device health (they change with nothing else; placement only reads them)."""
+        health = tuple(sorted(record.health.items()))
+        cached = self._fingerprints.get(record.node.id)
+        if cached is None or cached[0] != health:
+            cached = (health, record.attributes(), record.meta(), record.groups())
+            self._fingerprints[record.node.id] = cached
+        return cached[1], cached[2], cached[3]
+
     def _views(self) -> list[NodeView]:
         result = []
         for record in sorted(self._nodes.values(), key=lambda r: r.node.name):
+            attributes, meta, groups = self._fingerprint(record)
             view = NodeView(
                 node=record.node,
                 node_class=record.node_class,
                 status=record.status,
                 eligible=record.eligible,
                 region=self.region,
-                attributes=record.attributes(),
-                meta=record.meta(),
-                groups=record.groups(),
+                attributes=attributes,
+                meta=meta,
+                groups=groups,
                 cpu_shares=int(record.node.cpu_cores) * MHZ_PER_CORE,
                 mhz_per_core=MHZ_PER_CORE,
                 memory_mb=int(record.node.memory_gb * 1024),
