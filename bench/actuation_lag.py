@@ -147,8 +147,12 @@ def run(
     cluster = _Cluster(n_models * 2 + 16, latency_s, standins)
     host, port = cluster.consul_url.removeprefix("http://").split(":")
     kv = py_consul.Consul(host=host, port=int(port)).kv
+    # No scale-down window (issue 18): a down change stops the replica, so that every up
+    # change needs a new job (with the 300 s default a kept replica would answer the next up
+    # of its model, and the lag would be measured to some later registration).
     kv.put(PREFIX + "settings", json.dumps({"eviction_grace_s": 0, "min_lifetime_s": 0,
-                                            "preempt_hold_s": 0}))  # fmt: skip
+                                            "preempt_hold_s": 0,
+                                            "scale_down_window_s": 0}))  # fmt: skip
     models = [f"m{i:04d}" for i in range(n_models)]
     model = {
         "owner": "bench",
