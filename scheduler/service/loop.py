@@ -8,6 +8,9 @@ service.stop()
 Safety rules (what the service does when its inputs are bad or missing):
 - Nomad, Consul or the demand source unreadable: the pass ends before deciding; no start,
   no stop, no status write, until a full read succeeds (ReadFailed).
+- Nomad's listings come from the watches' latest answers (whole listings, current as of their
+  index; a failed watch forgets its answer). A pass that would stop anything reads them again
+  first and acts on those, so no stop rests on a read Nomad did not answer just now.
 - A model whose KV value (or demand value) turns invalid is "frozen": the last good value this
   process saw stands in for it, its replicas are never stopped, and the error goes to its
   status key. After a restart with no good value seen, its replicas are still kept.
