@@ -317,8 +317,6 @@ class SnapshotBuilder:
         self.nomad = nomad
         # What the service's watches last fetched; none for one-shot commands (they read).
         self.listings = listings
-        self._asked_after = 0.0
-        self._from_watches = False
         self.consul = consul_client
         self.layout = layout
         self.demand_source: DemandSource = demand_source or KVDemandSource()
@@ -347,12 +345,12 @@ class SnapshotBuilder:
 
     # ------------------------------------------------------------------ reads
 
-    def _list(self, name: str) -> Listing:
-        """A listing of LISTINGS: a watch's latest answer when there is a fresh one, else read."""
+    def _list(self, name: str, asked_after: float) -> Listing:
+        """A listing of LISTINGS: a watch's latest answer when there is a fresh one asked for
+        after `asked_after`, else read now."""
         if self.listings is not None:
-            cached = self.listings.fresh(name, self._asked_after)
+            cached = self.listings.fresh(name, asked_after)
             if cached is not None:
-                self._from_watches = True
                 return cached
         path, params = LISTINGS[name]
         asked = time.monotonic()
@@ -626,16 +624,15 @@ class SnapshotBuilder:
     def build(self, now: datetime, asked_after: float = 0.0) -> ClusterView:
         """The snapshot as of now. A watch's listing asked for before `asked_after` (a
         time.monotonic()) is not used: the caller needs something that happened since."""
-        self._asked_after = asked_after
-        self._from_watches = False
+        started = time.monotonic()
         try:
             # The KV listing and Nomad's three listings are independent: read them side by
             # side (a slow Nomad costs one round trip, not three in a row).
             with ThreadPoolExecutor(4, "snapshot-read") as pool:
                 listing = pool.submit(self._listing)
-                allocs_listing = pool.submit(self._list, ALLOCATIONS)
-                nodes_listing = pool.submit(self._list, NODES)
-                jobs_listing = self._list(JOBS)
+                allocs_listing = pool.submit(self._list, ALLOCATIONS, asked_after)
+                nodes_listing = pool.submit(self._list, NODES, asked_after)
+                jobs_listing = self._list(JOBS, asked_after)
                 jobs = self._jobs(jobs_listing)
                 allocs_read = allocs_listing.result()
                 allocs, usage = self._allocs({j.job_id for j in jobs}, allocs_read)
@@ -717,7 +714,8 @@ class SnapshotBuilder:
             gone=Gone(dict(self._gone.models), dict(self._gone.demand)),
             jobs_asked_at=jobs_listing.asked_at,
             jobs_index=jobs_listing.index,
-            from_watches=self._from_watches,
+            # A listing asked for before this build began is a watch's answer.
+            from_watches=any(x.asked_at < started for x in (jobs_listing, allocs_read, nodes_read)),
         )
 
 
