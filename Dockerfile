@@ -1,5 +1,6 @@
 # The llm-scheduler image: the package installed from its wheel (not editable), so the runtime
-# templates and flag lists come from the package data, as on any pip install.
+# templates and flag lists come from the package data, as on any pip install. Only `scheduler`
+# is copied: the stand-ins (llm_scheduler_standins, the `standins` extra) stay out of the image.
 #
 #   docker build -t registry.example.com/llm-scheduler:0.1.0 .
 #   nomad job run -var image=registry.example.com/llm-scheduler:0.1.0 jobspecs/llm-scheduler.nomad.hcl

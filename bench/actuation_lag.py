@@ -49,9 +49,9 @@ def _pct(values: list[float], q: float) -> float:
 
 def serve_standins(n_gpus: int, latency_s: float, out: str) -> None:
     """The stand-ins with a slow job API and a registration probe; dumps the probe on SIGTERM."""
+    from llm_scheduler_standins.devcluster import DevCluster
+    from llm_scheduler_standins.faults import Faults
     from scheduler.core.models import GPU, Node
-    from scheduler.standins.devcluster import DevCluster
-    from scheduler.standins.faults import Faults
 
     nodes = []
     for i in range((n_gpus + 7) // 8):

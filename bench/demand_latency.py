@@ -16,11 +16,11 @@ import statistics
 import time
 from typing import Any
 
+from llm_scheduler_standins.devcluster import DevCluster
 from scheduler.adapters.kv_layout import KVLayout
 from scheduler.service.config import ServiceConfig
 from scheduler.service.logs import configure_logging
 from scheduler.service.loop import Service
-from scheduler.standins.devcluster import DevCluster
 
 LAYOUT = KVLayout()
 MODEL = "bench"

@@ -17,9 +17,9 @@ from datetime import UTC, datetime
 from importlib import resources
 from typing import Any
 
+from llm_scheduler_standins.nomad.hcl import parse_job
 from scheduler.adapters.nomad_jobs import build_job, template_variables
 from scheduler.core.models import GPU, MigSlice, Model, Node, Shard, StartAction
-from scheduler.standins.nomad.hcl import parse_job
 
 NOW = datetime(2026, 12, 3, tzinfo=UTC)
 H100 = "NVIDIA H100 80GB HBM3"

@@ -22,13 +22,13 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+from llm_scheduler_standins.devcluster import DevCluster
+from llm_scheduler_standins.model_server import ModelServers
 from scheduler.adapters.kv_layout import KVLayout
 from scheduler.demand.signals import ScrapeSignals, Target
 from scheduler.service.config import ServiceConfig
 from scheduler.service.logs import configure_logging
 from scheduler.service.loop import Service
-from scheduler.standins.devcluster import DevCluster
-from scheduler.standins.model_server import ModelServers
 
 LAYOUT = KVLayout()
 MODEL = "bench"

@@ -52,10 +52,34 @@ def placement_plugins() -> Plugins | None:
     def _instances(group: str) -> list[Any]:
         return [p() if isinstance(p, type) else p for p in load_group(group).values()]
 
-    filters, scorers = _instances(FILTERS), _instances(SCORERS)
+    filters = [_declared(f) for f in _instances(FILTERS)]
+    scorers = _instances(SCORERS)
     if not filters and not scorers:
         return None
     return Plugins(filters=filters, scorers=scorers)
+
+
+class _Dynamic:
+    """A third-party filter that does not declare `static`: asked on every visit, which is
+    right whatever it reads (a static one would only be asked less often)."""
+
+    static = False
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.name = str(getattr(inner, "name", type(inner).__name__))
+
+    def filter(self, ctx: Any, node: Any, choice: Any) -> str | None:
+        result: str | None = self.inner.filter(ctx, node, choice)
+        return result
+
+
+def _declared(f: Any) -> Any:
+    """The filter as the core's Filter protocol has it: `static` declared as a bool."""
+    if isinstance(getattr(f, "static", None), bool):
+        return f
+    log.warning("plugin_static_undeclared", name=getattr(f, "name", type(f).__name__))
+    return _Dynamic(f)
 
 
 def signal_source(config: ServiceConfig) -> SignalSource | None:

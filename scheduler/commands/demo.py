@@ -34,8 +34,13 @@ def register(app: typer.Typer) -> None:
         """Run the scheduler against embedded stand-ins and show what it does, live."""
         from rich.console import Console
 
-        from scheduler.demo.runner import DemoOptions, run_demo, summary_lines
+        from scheduler.commands._standins import standins_missing
         from scheduler.ops.cli_support import esc
+
+        try:
+            from scheduler.demo.runner import DemoOptions, run_demo, summary_lines
+        except ModuleNotFoundError as exc:
+            raise standins_missing("demo", exc) from None
 
         console = Console()
         opts = DemoOptions(

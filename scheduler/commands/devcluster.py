@@ -28,8 +28,13 @@ def register(app: typer.Typer) -> None:
         import sys
         import threading
 
-        from scheduler.standins.devcluster import DevCluster
-        from scheduler.standins.fleet import FleetError, builtin_fleet, load_fleet
+        from scheduler.commands._standins import standins_missing
+
+        try:
+            from llm_scheduler_standins.devcluster import DevCluster
+            from llm_scheduler_standins.fleet import FleetError, builtin_fleet, load_fleet
+        except ModuleNotFoundError as exc:
+            raise standins_missing("devcluster", exc) from None
 
         try:
             nodes = load_fleet(fleet) if fleet else builtin_fleet()

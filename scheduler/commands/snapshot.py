@@ -1,4 +1,4 @@
-"""`llm-scheduler snapshot`: the live cluster as a DESIGN.md §5 snapshot, for `plan --snapshot`."""
+"""`llm-scheduler snapshot`: the live cluster as a snapshot, for `plan --snapshot`."""
 
 from __future__ import annotations
 

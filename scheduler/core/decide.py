@@ -107,7 +107,7 @@ class _Pass(Lifecycle):
         # no longer count; a current profile replaces them, and they go once it runs.
         self.stale: dict[str, list[Replica]] = {}
         for m in snapshot.models:
-            reps = inv.by_model.get(m.name, [])
+            reps = inv.facts.by_model.get(m.name, [])
             old = [r for r in reps if r.counts and m.profile(r.profile) is None]
             w = want(
                 m,
@@ -126,15 +126,15 @@ class _Pass(Lifecycle):
             self.target[m.name] = min(w.count, w.recommended)
             if old:
                 self.stale[m.name] = old
-            self.live[m.name] = inv.live_count.get(m.name, 0) - len(old)
-        self.taken_ids = set(inv.replicas)
+            self.live[m.name] = inv.facts.live_count.get(m.name, 0) - len(old)
+        self.taken_ids = set(inv.facts.replicas)
         self.stops: list[StopAction] = []
         self.starts: list[StartAction] = []
-        # Replicas stopped for a model and still on their way out: it waits for them (rule 5),
+        # Replicas stopped for a model and still on their way out: it waits for them (rule R5),
         # and the model they belong to gives no more trouble until they are gone (held).
         self.on_their_way: dict[str, list[str]] = {}  # preemptor -> its victims still stopping
         self.giving_way: dict[str, str] = {}  # victim model -> whom its stopping replica is for
-        for r in inv.stopping_preempted:
+        for r in inv.facts.stopping_preempted:
             assert r.preempted_for is not None
             self.on_their_way.setdefault(r.preempted_for, []).append(r.id)
             self.giving_way.setdefault(r.model, r.preempted_for)
@@ -180,7 +180,7 @@ class _Pass(Lifecycle):
         self.scale_down()
         self.replace_stale()
         order = sorted(self.snapshot.models, key=self.order_key)
-        if self.inv.quotas:
+        if self.inv.facts.quotas:
             self.fair = FairShare(self.snapshot, self.inv)
             self.guarantees_first(order)
             self.share_the_rest(order)
@@ -223,7 +223,7 @@ class _Pass(Lifecycle):
         once it is not serving, or once enough replicas elsewhere run (make-before-break)."""
         draining = {n.id for n in self.snapshot.nodes if n.draining}
         for m in self.snapshot.models:
-            reps = self.inv.by_model.get(m.name, [])
+            reps = self.inv.facts.by_model.get(m.name, [])
             self.renew(m, reps)
             if not draining and all(r.state != "starting" for r in reps):
                 continue  # the common case: nothing to look at
@@ -294,7 +294,7 @@ class _Pass(Lifecycle):
             if name in self.desired:
                 continue  # back in the catalog
             reps = sorted(
-                (r for r in self.inv.by_model.get(name, []) if r.counts), key=lambda r: r.id
+                (r for r in self.inv.facts.by_model.get(name, []) if r.counts), key=lambda r: r.id
             )
             due = since + grace
             if reps and self.now >= due:
@@ -319,7 +319,7 @@ class _Pass(Lifecycle):
             reps = sorted(
                 (
                     r
-                    for r in self.inv.by_model.get(m.name, [])
+                    for r in self.inv.facts.by_model.get(m.name, [])
                     if r.counts and r.id not in self.retired and m.profile(r.profile) is not None
                 ),
                 key=lambda r: (r.created_at, r.id),
@@ -340,7 +340,7 @@ class _Pass(Lifecycle):
             want = self.desired[m.name]
             running = sum(
                 1
-                for r in self.inv.by_model.get(m.name, [])
+                for r in self.inv.facts.by_model.get(m.name, [])
                 if r.state == "running"
                 and m.profile(r.profile) is not None
                 and r.id not in self.spoken_for
@@ -356,7 +356,7 @@ class _Pass(Lifecycle):
     def order_key(self, m: Model) -> OrderKey:
         """Models that place within their owner's guarantee go first, and among them those
         others are held for: that room is their owner's whatever the classes (they would take
-        it back from a borrower anyway, rule 2). Else a higher class that only borrows takes
+        it back from a borrower anyway, rule R2). Else a higher class that only borrows takes
         it and is reclaimed from in turn, pass after pass, or starts and loses a replica at
         once. Only models that will place need the rest (the others keep their place)."""
         have = self.live[m.name]
@@ -481,7 +481,7 @@ class _Pass(Lifecycle):
             return False
         if self.pool is None:
             self.pool = VictimPool(self.snapshot, self.inv, self.spoken_for)
-            if self.inv.quotas:
+            if self.inv.facts.quotas:
                 self.pool.fair = self.fair
         trial = self.inv.clone()
         gone = False

@@ -39,7 +39,7 @@ class FairShare:
             for g in n.gpus:
                 gpus += len(g.mig) / 7 if g.mig is not None else 1.0
         self.capacity: Vec = (max(gpus, 1.0), max(cpu, 1.0), max(mem, 1.0))
-        self.quotas = inv.quotas
+        self.quotas = inv.facts.quotas
         self._node: dict[str, tuple[str, Vec, float]] = {}
 
     def node_of(self, owner: str) -> str:

@@ -1,10 +1,11 @@
-"""What is free where, built once per pass: free devices per node, CPU, memory, quota usage.
+"""The capacity of the fleet in a pass: free devices per node, CPU, memory, quota usage.
 
 Indexed so placement visits only nodes that could hold a shard: eligible nodes by their count
 of free whole GPUs, and by the MIG profiles they have a free slice of. The indices are dicts
 used as ordered sets (never plain sets, whose order changes from one process to the next) so
 a walk over them is the same for the same snapshot. `clone()` is copy-on-write per node, for
-trying a set of preemption victims without touching the real inventory.
+trying a set of preemption victims without touching the real inventory. What does not change
+in a pass (catalog, replicas, quotas) is in `facts` (facts.PassFacts), shared by every clone.
 """
 
 from __future__ import annotations
@@ -12,82 +13,41 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from functools import cache
 from operator import attrgetter
 
-from scheduler.core.models import (
-    GPU,
-    Amount,
-    MigSlice,
-    Model,
-    Node,
-    Profile,
-    Quota,
-    Replica,
-    Snapshot,
+from scheduler.core.facts import (
+    ZERO,
+    LiveReplica,
+    PassFacts,
+    Shape,
+    Vec,
+    _gpu_kinds,
+    _or,
+    add,
+    collect,
+    mig_fraction,
+    owner_prefixes,
+    profile_need,
+    shard_held,
 )
+from scheduler.core.models import GPU, MigSlice, Model, Node, Profile, Snapshot
 
-Vec = tuple[float, float, float]  # gpus, cpu_cores, memory_gb
-ZERO: Vec = (0.0, 0.0, 0.0)
-# A replica that counts, of a model in the catalog: what one replica of its profile needs
-# (all shards together), and whether it is on one node.
-LiveReplica = tuple[Replica, Model, Vec, bool]
+# Re-exported: the core imports these from here as well.
+__all__ = [
+    "ZERO",
+    "Inventory",
+    "LiveReplica",
+    "NodeState",
+    "PassFacts",
+    "Shape",
+    "Vec",
+    "mig_fraction",
+    "owner_prefixes",
+    "profile_need",
+    "shard_held",
+]
+
 _BY_ID = attrgetter("id")
-# What the built-in static filters read of each GPU (with its MIG slices kept apart).
-# Order does not matter to them, so alike nodes with their MIG GPUs in other places are one
-# shape: eligible, then (model, memory, healthy) of each whole GPU and (model, memory,
-# healthy, any slice healthy) of each MIG GPU, sorted.
-Shape = tuple[bool, tuple[tuple[str, float, bool], ...], tuple[tuple[str, float, bool, bool], ...]]
-
-
-def _gpu_kinds(shapes: dict[Shape, int]) -> dict[tuple[str, float], int]:
-    """Healthy whole GPUs on eligible nodes by (model, memory)."""
-    kinds: dict[tuple[str, float], int] = {}
-    for (eligible, whole, _), n in shapes.items():
-        if eligible:
-            for model, memory, healthy in whole:
-                if healthy:
-                    kinds[(model, memory)] = kinds.get((model, memory), 0) + n
-    return kinds
-
-
-@cache
-def mig_fraction(profile_name: str) -> float:
-    """A MIG slice counts as (compute slices in its name)/7 of a GPU: `3g.40gb` is 3/7."""
-    head = profile_name.split("g", 1)[0]
-    return int(head) / 7 if head.isdigit() else 1 / 7
-
-
-def add(a: Vec, b: Vec, sign: float = 1.0) -> Vec:
-    return (a[0] + sign * b[0], a[1] + sign * b[1], a[2] + sign * b[2])
-
-
-@cache
-def owner_prefixes(owner: str) -> tuple[str, ...]:
-    parts = owner.split("/")
-    return tuple("/".join(parts[: i + 1]) for i in range(len(parts)))
-
-
-def profile_need(profile: Profile) -> Vec:
-    """What one replica of a profile counts against quotas, all shards together."""
-    gpus = mig_fraction(profile.mig_profile) if profile.mig_profile else float(profile.gpus)
-    n = profile.shards
-    return (gpus * n, profile.cpu_cores * n, profile.memory_gb * n)
-
-
-def shard_held(model: Model | None, prof: Profile | None) -> tuple[float, float]:
-    """CPU and memory one shard of a replica holds, when its allocation does not say: what its
-    profile asks; for a profile since removed from its model, the most any profile of the
-    model asks (a node is never overcommitted on a guess); for an unknown model, nothing."""
-    if prof is not None:
-        return prof.cpu_cores, prof.memory_gb
-    if model is None:
-        return 0.0, 0.0
-    return max(p.cpu_cores for p in model.profiles), max(p.memory_gb for p in model.profiles)
-
-
-def _or(value: float | None, default: float) -> float:
-    return default if value is None else value
 
 
 @dataclass
@@ -120,25 +80,15 @@ class NodeState:
 
 @dataclass
 class Inventory:
+    """The capacity of the fleet as a pass and its trials change it. What does not change
+    (the catalog, the replicas, quotas) is in `facts`, shared by every clone."""
+
+    facts: PassFacts
     nodes: dict[str, NodeState]
     by_free: dict[int, dict[str, None]]  # free whole-GPU count -> eligible node ids
     by_slice: dict[str, dict[str, None]]  # MIG profile -> eligible node ids with a free one
     usage: dict[str, Vec]  # per owner path prefix
-    limits: dict[str, Amount]
-    quotas: dict[str, Quota]
-    # Existing replicas and the catalog: what a trial gives back is worked out from them.
-    replicas: dict[str, Replica]
-    models: dict[str, Model]
-    slice_share: dict[str, float]  # MIG slice id -> the share of a GPU it counts as
-    live: list[LiveReplica]
-    by_model: dict[str, list[Replica]]  # every replica, per model name
-    live_count: dict[str, int]  # replicas that count, per model name
-    stopping_preempted: list[Replica]  # preempted for a model and still on their way out
-    # Healthy devices on eligible nodes, used or not: whole GPUs by (model, memory), slices
-    # by MIG profile. How much of the fleet a profile could ever use.
-    gpu_kinds: dict[tuple[str, float], int]
-    slice_kinds: dict[str, int]
-    released: set[str] = field(default_factory=set)
+    released: set[str] = field(default_factory=set)  # replicas given back in this trial
     _owned: set[str] = field(default_factory=set)  # node ids this copy may mutate in place
     # Bumped on every change, so what was worked out about a state can be reused while it holds.
     version: int = 0
@@ -154,74 +104,19 @@ class Inventory:
 
     @classmethod
     def build(cls, snap: Snapshot) -> Inventory:
-        models: dict[str, Model] = {m.name: m for m in snap.models}
-        slice_share: dict[str, float] = {}  # MIG slice id -> the share of a GPU it counts as
-        for node in snap.nodes:
-            for gpu in node.gpus:
-                for s in gpu.mig or ():
-                    slice_share[s.id] = mig_fraction(s.profile)
-        used: set[str] = {d for node in snap.nodes for d in node.held}
-        node_cpu: dict[str, float] = {}
-        node_mem: dict[str, float] = {}
-        per_model: dict[str, dict[str, int]] = {}
-        per_owner: dict[str, list[float]] = {}
-        sizes: dict[tuple[str, str], tuple[float, float, Model | None, Vec]] = {}
-        live: list[LiveReplica] = []
-        by_model: dict[str, list[Replica]] = {}
-        live_count: dict[str, int] = {}
-        stopping_preempted: list[Replica] = []
-        shares = slice_share.keys()
-        for rep in snap.replicas:
-            name = rep.model
-            shards = rep.shards
-            by_model.setdefault(name, []).append(rep)
-            counts = rep.state != "stopping"
-            if counts:
-                live_count[name] = live_count.get(name, 0) + 1
-            elif rep.preempted_for:
-                stopping_preempted.append(rep)
-            size = sizes.get((name, rep.profile))
-            if size is None:
-                model = models.get(name)
-                prof = model.profile(rep.profile) if model else None
-                held = shard_held(model, prof)
-                size = sizes[(name, rep.profile)] = (
-                    held[0],
-                    held[1],
-                    model,
-                    profile_need(prof) if prof else ZERO,
-                )
-            cpu, mem, model, need = size
-            if model is not None and counts:
-                one_node = len(shards) <= 1 or len({sh.node for sh in shards}) == 1
-                live.append((rep, model, need, one_node))
-            gpus = 0.0
-            for sh in shards:
-                devs = sh.gpus
-                used.update(devs)
-                node_id = sh.node
-                node_cpu[node_id] = node_cpu.get(node_id, 0.0) + _or(sh.cpu_cores, cpu)
-                node_mem[node_id] = node_mem.get(node_id, 0.0) + _or(sh.memory_gb, mem)
-                pm = per_model.get(node_id)
-                if pm is None:
-                    pm = per_model[node_id] = {}
-                pm[name] = pm.get(name, 0) + 1
-                if shares.isdisjoint(devs):
-                    gpus += len(devs)
-                else:
-                    gpus += sum(slice_share.get(d, 1.0) for d in devs)
-            if model is not None:
-                n = len(shards)
-                tot = per_owner.get(model.owner)
-                if tot is None:
-                    tot = per_owner[model.owner] = [0.0, 0.0, 0.0]
-                tot[0] += gpus
-                tot[1] += cpu * n
-                tot[2] += mem * n
-        usage: dict[str, Vec] = {}
-        for owner, tot in per_owner.items():
-            for p in owner_prefixes(owner):
-                usage[p] = add(usage.get(p, ZERO), (tot[0], tot[1], tot[2]))
+        (
+            models,
+            slice_share,
+            live,
+            by_model,
+            live_count,
+            stopping_preempted,
+            used,
+            node_cpu,
+            node_mem,
+            per_model,
+            usage,
+        ) = collect(snap)
         nodes: dict[str, NodeState] = {}
         shapes: dict[Shape, int] = {}
         slice_kinds: dict[str, int] = {}  # healthy slices on eligible nodes by MIG profile
@@ -272,25 +167,20 @@ class Inventory:
                 shape,
             )
         gpu_kinds = _gpu_kinds(shapes)
-        inv = cls(
-            nodes,
-            {},
-            {},
-            usage,
-            {q.owner: q.limit for q in snap.quotas if q.limit is not None},
-            {q.owner: q for q in snap.quotas},
-            {r.id: r for r in snap.replicas},
-            models,
-            slice_share,
-            live,
-            by_model,
-            live_count,
-            stopping_preempted,
-            gpu_kinds,
-            slice_kinds,
-            set(),
-            set(nodes),
+        facts = PassFacts(
+            models=models,
+            replicas={r.id: r for r in snap.replicas},
+            by_model=by_model,
+            live=live,
+            live_count=live_count,
+            stopping_preempted=stopping_preempted,
+            quotas={q.owner: q for q in snap.quotas},
+            limits={q.owner: q.limit for q in snap.quotas if q.limit is not None},
+            slice_share=slice_share,
+            gpu_kinds=gpu_kinds,
+            slice_kinds=slice_kinds,
         )
+        inv = cls(facts, nodes, {}, {}, usage, set(), set(nodes))
         for ns in nodes.values():
             inv._index(ns)
         return inv
@@ -299,21 +189,11 @@ class Inventory:
         """A copy for a trial; it must be done with before the original changes again."""
         self._materialize()
         twin = Inventory(
+            self.facts,
             dict(self.nodes),
             self.by_free,  # shared until the twin walks or takes (see _materialize)
             self.by_slice,
             dict(self.usage),
-            self.limits,
-            self.quotas,
-            self.replicas,
-            self.models,
-            self.slice_share,
-            self.live,
-            self.by_model,
-            self.live_count,
-            self.stopping_preempted,
-            self.gpu_kinds,
-            self.slice_kinds,
             set(self.released),
             set(),
             self.version,
@@ -444,11 +324,11 @@ class Inventory:
     def release(self, replica_id: str) -> list[str]:
         """Give back what an existing replica holds (trials only; real stops wait for Nomad).
         Returns the nodes that got something back."""
-        rep = self.replicas.get(replica_id)
+        rep = self.facts.replicas.get(replica_id)
         if rep is None or replica_id in self.released:
             return []
         self.released.add(replica_id)
-        model = self.models.get(rep.model)
+        model = self.facts.models.get(rep.model)
         prof = model.profile(rep.profile) if model else None
         cpu, mem = shard_held(model, prof)
         touched: list[str] = []
@@ -493,12 +373,12 @@ class Inventory:
 
     def _count(self, device_ids: list[str]) -> float:
         """GPUs a shard's devices count as: 1 each, a MIG slice its share (unknown ids: 1)."""
-        return sum(self.slice_share.get(d, 1.0) for d in device_ids)
+        return sum(self.facts.slice_share.get(d, 1.0) for d in device_ids)
 
     def quota_block(self, owner: str, need: Vec) -> str | None:
         """The first limit on the owner's path the need would exceed, as a sentence."""
         for p in owner_prefixes(owner):
-            limit = self.limits.get(p)
+            limit = self.facts.limits.get(p)
             if limit is None:
                 continue
             have = self.usage.get(p, ZERO)

@@ -1,6 +1,6 @@
 """The contract of the decision core: the snapshot that goes in, the plan that comes out.
 
-Shapes follow DESIGN.md section 5. Field names there may not be renamed; fields may be added.
+Shapes follow docs/decision-core.md, "The contract": fields may be added, never renamed.
 Operator- and gateway-written objects (models, quotas, demand, settings) forbid unknown
 fields so a typo is reported rather than silently ignored; machine-written ones
 (nodes, replicas) ignore them so newer adapters can add data.
@@ -11,40 +11,45 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AwareDatetime, BaseModel, Field, field_validator, model_validator
 
+from scheduler.core.contract_base import (
+    CLASS_RANK,
+    MAX_AMOUNT,
+    MAX_COUNT,
+    MAX_DURATION_S,
+    NAME_PATTERN,
+    OWNER_PATTERN,
+    ClassName,
+    Count,
+    Duration,
+    Lenient,
+    NonNegFloat,
+    Strict,
+    check_owner,
+)
+from scheduler.core.fleet import GPU, MigSlice, Node
 from scheduler.core.serve_spec import Serve
 
-ClassName = Literal["critical", "standard", "opportunistic"]
-CLASS_RANK: dict[str, int] = {"opportunistic": 0, "standard": 1, "critical": 2}
-
-# A model name becomes part of a Nomad job id and a Consul key: keep it to a safe alphabet.
-NAME_PATTERN = r"^[a-z0-9]([a-z0-9._-]{0,62}[a-z0-9])?$"
-OWNER_PATTERN = r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$"
-
-# Bounds keep every value the core computes with finite: no NaN, no infinity, no float overflow
-# from a huge count divided by a tiny target, no timedelta overflow from a huge duration.
-MAX_AMOUNT = 1e9
-MAX_COUNT = 10**9
-MAX_DURATION_S = 30 * 86400
-NonNegFloat = Annotated[float, Field(ge=0, le=MAX_AMOUNT, allow_inf_nan=False)]
-Count = Annotated[int, Field(ge=0, le=MAX_COUNT)]
-Duration = Annotated[int, Field(ge=0, le=MAX_DURATION_S)]
-
-
-def check_owner(owner: str) -> str:
-    """An owner path with no empty, `.` or `..` segment (it is also a Consul key's tail)."""
-    if any(part in (".", "..") for part in owner.split("/")):
-        raise ValueError(f"owner path {owner!r} has a '.' or '..' segment")
-    return owner
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-
-
-class Lenient(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+# Re-exported: the contract's names are imported from here.
+__all__ = [
+    "CLASS_RANK",
+    "GPU",
+    "MAX_AMOUNT",
+    "MAX_COUNT",
+    "MAX_DURATION_S",
+    "NAME_PATTERN",
+    "OWNER_PATTERN",
+    "ClassName",
+    "Count",
+    "Duration",
+    "Lenient",
+    "MigSlice",
+    "Node",
+    "NonNegFloat",
+    "Strict",
+    "check_owner",
+]
 
 
 class Amount(Strict):
@@ -81,59 +86,6 @@ class Settings(Strict):
     # How long the replicas of a model whose key was deleted stay before they are stopped
     # (a key deleted by mistake can be put back in that time).
     retire_grace_s: Duration = 600
-
-
-# ---------------------------------------------------------------- fleet
-
-
-class MigSlice(Lenient):
-    id: str
-    profile: str
-    memory_gb: NonNegFloat
-    healthy: bool = True
-
-
-class GPU(Lenient):
-    id: str
-    model: str
-    memory_gb: NonNegFloat
-    healthy: bool = True
-    nvlink_peers: list[str] = Field(default_factory=list)
-    # None: not in MIG mode. A list (possibly empty): in MIG mode, offered only as these slices.
-    mig: list[MigSlice] | None = None
-
-
-class Node(Lenient):
-    id: str
-    name: str
-    # The node's own IP (Nomad attribute unique.network.ip-address): where the other shards of
-    # a multi-node replica reach its head shard. Empty when unknown.
-    address: str = ""
-    pool: str = "default"
-    datacenter: str = "dc1"
-    eligible: bool = True
-    cpu_cores: NonNegFloat
-    memory_gb: NonNegFloat
-    gpus: list[GPU] = Field(default_factory=list)
-    # Device ids held by allocations that are not the scheduler's replicas (other jobs, other
-    # namespaces): taken, as a replica's are. Their CPU and memory, and the node's reserved
-    # resources, are already left out of cpu_cores and memory_gb by the adapter.
-    held: list[str] = Field(default_factory=list)
-    # Being drained: ineligible for anything new, and its replicas are moved elsewhere
-    # (make-before-break) where room allows.
-    draining: bool = False
-    # The Nomad node's Meta: the topology group of settings.topology_key is read from it.
-    meta: dict[str, str] = Field(default_factory=dict)
-
-    @model_validator(mode="after")
-    def _unique_device_ids(self) -> Node:
-        seen: set[str] = set()
-        for gpu in self.gpus:
-            for dev_id in [gpu.id, *(s.id for s in gpu.mig or [])]:
-                if dev_id in seen:
-                    raise ValueError(f"device id {dev_id!r} appears twice on node {self.id!r}")
-                seen.add(dev_id)
-        return self
 
 
 # ---------------------------------------------------------------- catalog
@@ -241,7 +193,10 @@ class Model(Strict):
         return profiles
 
     def profile(self, name: str) -> Profile | None:
-        return next((p for p in self.profiles if p.name == name), None)
+        for p in self.profiles:  # a plain loop: called for every replica, every pass
+            if p.name == name:
+                return p
+        return None
 
 
 class Quota(Strict):

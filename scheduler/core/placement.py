@@ -14,7 +14,7 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from scheduler.core.inventory import Inventory, NodeState, Shape, profile_need
+from scheduler.core.inventory import Inventory, NodeState, profile_need
 from scheduler.core.locality import Costs, colocated
 from scheduler.core.models import Model, Node, Profile, ProfileTrial, Settings, Shard
 from scheduler.core.plugins import (
@@ -23,18 +23,13 @@ from scheduler.core.plugins import (
     PlaceContext,
     Scorer,
     builtin_dynamic_short,
-    is_static,
     memory_suffices,
     model_matches,
     pick_gpus,
 )
+from scheduler.core.verdicts import Explained, Key, Verdict, VerdictCache, profile_key
 
 MIN_LIMIT = 3  # feasible nodes scored per shard search, at least
-
-# A static verdict: the reason a node can never hold the profile, or which of its GPUs may
-# serve it, by id (when extra filters run) or by (model, memory) kind; None, None: every one.
-Verdict = tuple[str | None, frozenset[str] | None, frozenset[tuple[str, float]] | None]
-Key = tuple[object, ...]
 
 
 @dataclass
@@ -57,22 +52,6 @@ class Failure:
     version: int  # the inventory version it was found at
     feasible: list[str]  # the nodes that did pass (fewer than the shards wanted)
     quota_blocked: bool
-
-
-@dataclass
-class _Explained:
-    inv: Inventory
-    version: int
-    reasons: dict[str, str | None]  # node id -> why it cannot hold the profile now
-    counts: dict[str, int]  # reason -> nodes (None, a node that fits, is not counted)
-
-    def set(self, node_id: str, reason: str | None) -> None:
-        old = self.reasons.get(node_id)
-        if old is not None:
-            self.counts[old] -= 1
-        if reason is not None:
-            self.counts[reason] = self.counts.get(reason, 0) + 1
-        self.reasons[node_id] = reason
 
 
 def _describe(p: Profile) -> str:
@@ -100,68 +79,46 @@ class Placer:
         settings = settings or Settings()
         self.topology_key = settings.topology_key
         self.costs = Costs(settings)
-        self.static = [f for f in filters if is_static(f)]
-        self.dynamic = [f for f in filters if not is_static(f)]
+        self.static = [f for f in filters if f.static]
+        self.dynamic = [f for f in filters if not f.static]
         self.scorers = scorers
         self.limit = max(MIN_LIMIT, math.ceil(math.log2(max(n_nodes, 2)) / 2))
-        # The built-in filters read only the profile's fields named in _key (and CPU and
+        # The built-in filters read only the profile's fields in its profile_key (and CPU and
         # memory); an extra one may read anything, so then each (model, profile) is its own.
         self._by_model = extra
-        self._reach: dict[Key, int] = {}
-        self._class_members: dict[Shape, list[NodeState]] = {}
-        self._class_verdicts: dict[tuple[Key, Shape], Verdict] = {}
-        self._verdicts: dict[Key, dict[str, Verdict]] = {}
-        self._explained: dict[Key, _Explained] = {}
+        self.cache = VerdictCache(self._run_static, per_node=extra)
+        # (model, profile) -> its last failure to place: where preemption trials start from.
         self.failures: dict[tuple[str, str], Failure] = {}
 
     # ------------------------------------------------------------ one node
 
     def _key(self, model: Model, profile: Profile) -> Key:
-        if self._by_model:
-            return (model.name, profile.name)
-        models = tuple(profile.gpu_models) if profile.gpu_models is not None else None
-        return (profile.gpus, profile.gpu_memory_gb, models, profile.mig_profile)
+        return profile_key(model, profile, self._by_model)
 
-    def _run_static(self, ctx: PlaceContext, ns: NodeState) -> Verdict:
+    def _run_static(self, model: Model, profile: Profile, ns: NodeState) -> Verdict:
         """The static filters on a node's healthy whole GPUs: a reason, or which GPUs serve."""
+        ctx = PlaceContext(model, profile)
         whole = [g for g in ns.node.gpus if g.mig is None and g.healthy]
         choice = Choice(gpus=whole)
         for f in self.static:
             reason = f.filter(ctx, ns, choice)
             if reason is not None:
-                return reason, None, None
+                return Verdict(reason)
         if len(choice.gpus) == len(whole):
-            return None, None, None  # all of them
+            return Verdict(None)  # all of them
         if self._by_model:
-            return None, frozenset(g.id for g in choice.gpus), None
+            return Verdict(None, ids=frozenset(g.id for g in choice.gpus))
         # The built-in filters keep or drop every GPU of one (model, memory) alike, so the kinds
         # kept say which serve on any node of the shape.
-        return None, None, frozenset((g.model, g.memory_gb) for g in choice.gpus)
-
-    def _verdict(self, ctx: PlaceContext, ns: NodeState, key: Key) -> Verdict:
-        if self._by_model:
-            return self._run_static(ctx, ns)
-        ck = (key, ns.shape)
-        found = self._class_verdicts.get(ck)
-        if found is None:
-            found = self._class_verdicts[ck] = self._run_static(ctx, ns)
-        return found
-
-    def _check_static(
-        self, ctx: PlaceContext, ns: NodeState, verdicts: dict[str, Verdict], key: Key
-    ) -> Verdict:
-        verdict = verdicts.get(ns.node.id)
-        if verdict is None:
-            verdict = verdicts[ns.node.id] = self._verdict(ctx, ns, key)
-        return verdict
+        return Verdict(None, kinds=frozenset((g.model, g.memory_gb) for g in choice.gpus))
 
     def _check(
-        self, ctx: PlaceContext, ns: NodeState, verdicts: dict[str, Verdict], key: Key
+        self, ctx: PlaceContext, ns: NodeState, key: Key
     ) -> tuple[str | None, Choice | None]:
         """Why the node cannot hold one shard now, or the choice of devices it offers."""
-        verdict = self._check_static(ctx, ns, verdicts, key)
-        if verdict[0] is not None:
-            return verdict[0], None
+        verdict = self.cache.node_verdict(ctx.model, ctx.profile, ns, key)
+        if verdict.reason is not None:
+            return verdict.reason, None
         return self._check_dynamic(ctx, ns, verdict)
 
     def _check_dynamic(
@@ -204,26 +161,16 @@ class Placer:
         others take what only it can use. An ordering hint, so extra filters are not asked."""
         profile = model.profiles[0]
         if profile.mig_profile is not None:
-            return inv.slice_kinds.get(profile.mig_profile, 0)
+            return inv.facts.slice_kinds.get(profile.mig_profile, 0)
         key = self._key(model, profile)
-        cached = self._reach.get(key)
+        cached = self.cache.reach.get(key)
         if cached is None:
-            cached = self._reach[key] = sum(
+            cached = self.cache.reach[key] = sum(
                 n
-                for (gpu_model, memory), n in inv.gpu_kinds.items()
+                for (gpu_model, memory), n in inv.facts.gpu_kinds.items()
                 if model_matches(profile, gpu_model) and memory_suffices(profile, memory)
             )
         return cached
-
-    def _shapes(self, inv: Inventory) -> list[list[NodeState]]:
-        """Nodes grouped by shape (in id order), or one group per node when an extra static
-        filter may tell alike nodes apart. Static facts only: any inventory of the pass will do."""
-        if self._by_model:
-            return [[ns] for ns in inv.nodes.values()]
-        if not self._class_members:
-            for ns in inv.nodes.values():
-                self._class_members.setdefault(ns.shape, []).append(ns)
-        return list(self._class_members.values())
 
     # ------------------------------------------------------------ one profile
 
@@ -231,14 +178,16 @@ class Placer:
         self, ctx: PlaceContext, inv: Inventory, node_ids: Iterator[str] | list[str], want: int
     ) -> list[tuple[str, Choice]]:
         key = self._key(ctx.model, ctx.profile)
-        verdicts = self._verdicts.setdefault(key, {})
+        verdicts = self.cache.of_node(key)
         found: list[tuple[str, Choice]] = []
         nodes = inv.nodes
         for nid in node_ids:
             # The static verdict inline: most nodes a walk visits end here.
             verdict = verdicts.get(nid)
             if verdict is None:
-                verdict = verdicts[nid] = self._verdict(ctx, nodes[nid], key)
+                verdict = verdicts[nid] = self.cache.verdict(
+                    ctx.model, ctx.profile, nodes[nid], key
+                )
             if verdict[0] is not None:
                 continue
             _, choice = self._check_dynamic(ctx, nodes[nid], verdict)
@@ -306,16 +255,16 @@ class Placer:
         kept up to date from the inventory's log of changed nodes, not redone per model."""
         vkey = self._key(ctx.model, ctx.profile)
         key = (*vkey, ctx.profile.cpu_cores, ctx.profile.memory_gb)
-        verdicts = self._verdicts.setdefault(vkey, {})
-        seen = self._explained.get(key)
+        cache = self.cache
+        seen = cache.explained.get(key)
         if seen is None or seen.inv is not inv:
-            seen = self._explained[key] = _Explained(inv, inv.version, {}, {})
-            for members in self._shapes(inv):
+            seen = cache.explained[key] = Explained(inv, inv.version, {}, {})
+            for members in cache.shapes(inv):
                 if self._by_model:
                     ns = inv.nodes[members[0].node.id]
-                    seen.set(ns.node.id, self._check(ctx, ns, verdicts, vkey)[0])
+                    seen.set(ns.node.id, self._check(ctx, ns, vkey)[0])
                     continue
-                verdict = self._verdict(ctx, members[0], vkey)
+                verdict = cache.verdict(ctx.model, ctx.profile, members[0], vkey)
                 if verdict[0] is not None:  # static: the same for every node of the shape
                     seen.counts[verdict[0]] = seen.counts.get(verdict[0], 0) + len(members)
                     continue
@@ -325,7 +274,7 @@ class Placer:
         elif seen.version != inv.version:
             for nid in sorted(inv.changed_since(seen.version)):
                 if nid in seen.reasons:  # the others failed a static filter
-                    seen.set(nid, self._check(ctx, inv.nodes[nid], verdicts, vkey)[0])
+                    seen.set(nid, self._check(ctx, inv.nodes[nid], vkey)[0])
             seen.version = inv.version
         return {r: n for r, n in sorted(seen.counts.items()) if n}
 
@@ -364,8 +313,7 @@ class Placer:
     def could_hold(self, model: Model, profile: Profile, ns: NodeState) -> bool:
         """Whether the node passes the static filters for the profile (whatever is free)."""
         key = self._key(model, profile)
-        verdicts = self._verdicts.setdefault(key, {})
-        return self._check_static(PlaceContext(model, profile), ns, verdicts, key)[0] is None
+        return self.cache.node_verdict(model, profile, ns, key).reason is None
 
     def shard_fits(self, model: Model, profile: Profile, inv: Inventory, node_id: str) -> bool:
         """Whether one shard of the profile fits on this node of the inventory."""

@@ -37,7 +37,14 @@ class Choice:
 
 
 class Filter(Protocol):
+    """A placement filter. `name` says which filter said no (in ProfileTrial counts and logs).
+    `static` declares what it reads: True, only the node's description and the profile (the
+    core then asks it once per node shape and profile key, docs/decision-core.md "Placement");
+    False, what is free now too (asked on every visit). Declared, never guessed: the adapter
+    that loads third-party filters treats one that does not say as dynamic."""
+
     name: str
+    static: bool
 
     def filter(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> str | None: ...
 
@@ -54,10 +61,6 @@ class Plugins:
 
     filters: list[Filter] = field(default_factory=list)
     scorers: list[Scorer] = field(default_factory=list)
-
-
-def is_static(f: Filter) -> bool:
-    return bool(getattr(f, "static", False))
 
 
 # ---------------------------------------------------------------- static filters
@@ -160,6 +163,7 @@ def builtin_dynamic_short(p: Profile, node: NodeState, usable_free: int) -> str 
 
 class NodeResources:
     name = "node-resources"
+    static = False
 
     def filter(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> str | None:
         return resources_short(ctx.profile, node)
@@ -167,6 +171,7 @@ class NodeResources:
 
 class MigProfile:
     name = "mig-profile"
+    static = False
 
     def filter(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> str | None:
         reason = slice_short(ctx.profile, node)
@@ -177,6 +182,7 @@ class MigProfile:
 
 class GPUCount:
     name = "gpu-count"
+    static = False
 
     def filter(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> str | None:
         return count_short(ctx.profile, len(choice.gpus))

@@ -1,5 +1,6 @@
-"""Preemption (DESIGN.md section 6): which replicas may give way for a model, in which order,
-and the smallest set of them that actually makes it fit, tried on a copy of the inventory.
+"""Preemption (docs/decision-core.md, rules R1-R6): which replicas may give way for a model,
+in which order, and the smallest set of them that actually makes it fit, tried on a copy of
+the inventory.
 
 The pool of possible victims is built once per pass. Replicas are grouped by everything
 their tier depends on besides the asking model (class, idle on-demand, above its model's
@@ -16,7 +17,9 @@ from bisect import insort
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 from itertools import combinations, islice
+from typing import NamedTuple
 
 from scheduler.core.fairshare import FairShare
 from scheduler.core.inventory import (
@@ -34,8 +37,33 @@ TIER_IDLE, TIER_BORROWED, TIER_LOWER_ABOVE_MIN, TIER_SAME_ABOVE_MIN, TIER_LOWER_
 CRITICAL = CLASS_RANK["critical"]
 INF = math.inf
 
-OrderKey = tuple[float, float, float, str]  # longest idle, smaller gpus, smaller memory, id
-GroupKey = tuple[int, bool, bool, str, bool, bool]  # rank, idle od, above min, owner, b, g
+
+class VictimOrder(NamedTuple):
+    """Order within a tier (rule R2): longest idle first, then the smaller, then by id."""
+
+    neg_idle_s: float
+    gpus: float
+    memory_gb: float
+    replica: str
+
+
+class GroupKey(NamedTuple):
+    """Everything a possible victim's tier depends on besides the asking model."""
+
+    rank: int  # its class
+    idle_on_demand: bool  # on demand and idle at least eviction_grace_s
+    above_min: bool  # among its model's replicas above the minimum
+    owner: str
+    borrowed: bool  # held past its owner's guarantee
+    guarded: bool  # its owner has a guarantee somewhere up its path
+
+
+# Made per possible victim, every pass: the C tuple constructor, not the NamedTuple's own.
+_order = partial(tuple.__new__, VictimOrder)
+_group = partial(tuple.__new__, GroupKey)
+# A possible victim as the pool files it: replica, model, class rank, idle seconds, idle on
+# demand, need, borrowed, guarded.
+_Facts = tuple[Replica, Model, int, float, bool, "Vec", bool, bool]
 
 
 @dataclass(slots=True)
@@ -71,18 +99,20 @@ class _Entry:
     memory_gb: float
     borrowed: bool
     guarded: bool  # its owner has a guarantee somewhere up its path
-    order: OrderKey
+    order: VictimOrder
     need: Vec  # what it counts against quotas, all shards together
 
     def group(self, above_min: bool) -> GroupKey:
         """Everything its tier depends on besides the asking model."""
-        return (
-            self.rank,
-            self.idle_on_demand,
-            above_min,
-            self.model.owner,
-            self.borrowed,
-            self.guarded,
+        return _group(
+            (
+                self.rank,
+                self.idle_on_demand,
+                above_min,
+                self.model.owner,
+                self.borrowed,
+                self.guarded,
+            )
         )
 
 
@@ -110,7 +140,7 @@ def _guarantee_of(owner: str, quotas: dict[str, Quota]) -> tuple[str, Vec] | Non
 def within_guarantee(m: Model, inv: Inventory) -> bool:
     """Whether one more replica of `m` keeps its owner within its guarantee: then it may take
     back what other owners borrowed past theirs."""
-    mine = _guarantee_of(m.owner, inv.quotas)
+    mine = _guarantee_of(m.owner, inv.facts.quotas)
     if mine is None:
         return False
     have = inv.usage.get(mine[0], ZERO)
@@ -121,7 +151,7 @@ def within_guarantee(m: Model, inv: Inventory) -> bool:
 def owed_replicas(m: Model, inv: Inventory, most: int) -> int:
     """How many more replicas of `m` (its first profile, up to `most`) keep its owner within
     its guarantee."""
-    mine = _guarantee_of(m.owner, inv.quotas)
+    mine = _guarantee_of(m.owner, inv.facts.quotas)
     if mine is None:
         return 0
     have = inv.usage.get(mine[0], ZERO)
@@ -185,71 +215,106 @@ class VictimPool:
     def __init__(self, snapshot: Snapshot, inv: Inventory, excluded: set[str]) -> None:
         now = snapshot.now
         settings = snapshot.settings
-        self.quotas = inv.quotas
+        self.quotas = inv.facts.quotas
         self.excluded = excluded  # shared with the pass: replicas it already stops
-        self._groups: dict[GroupKey, list[tuple[OrderKey, str]]] = {}
+        self._groups: dict[GroupKey, list[VictimOrder]] = {}
+        # What each possible victim is, kept cheap: its _Entry is made only when asked for.
+        self._facts: dict[str, _Facts] = {}
         self._entries: dict[str, _Entry] = {}
         self._where: dict[str, GroupKey] = {}
         # Per model its live replicas newest first: the newest are the ones above its minimum.
         self._by_model: dict[str, list[str]] = {}
         self._min: dict[str, int] = {}
-        self._replicas = inv.replicas
+        self._replicas = inv.facts.replicas
         # Set by the pass when quotas are in play: preemption between borrowers of one class
         # must move toward the fair share, never away from it.
         self.fair: FairShare | None = None
-        oldest_first = sorted(inv.live, key=_age)
-        borrowed = _borrowed(oldest_first, self.quotas)
-        guarded: dict[str, bool] = {}
+        oldest_first = sorted(inv.facts.live, key=_age)
+        borrowed = _borrowed(oldest_first, self.quotas) if self.quotas else None
         grace = settings.eviction_grace_s
         fresh_after = now - timedelta(seconds=settings.min_lifetime_s)
-        newest_first = [t for t in reversed(oldest_first) if not t[0].preempted_for]
         # How many of each model's replicas are above its minimum: the newest ones.
         above: dict[str, int] = {}
-        for r, m, _, _ in newest_first:
+        by_model = self._by_model
+        for t in reversed(oldest_first):
+            r = t[0]
+            if r.preempted_for:
+                continue
+            m = t[1]
+            name = m.name
+            ids = by_model.get(name)
+            if ids is None:
+                ids = by_model[name] = []
+                self._min[name] = m.scaling.min
+                above[name] = -m.scaling.min
+            ids.append(r.id)
             if r.id not in excluded:
-                above[m.name] = above.get(m.name, -m.scaling.min) + 1
+                above[name] += 1
         groups = self._groups
-        for r, m, need, _ in newest_first:
+        facts = self._facts
+        where = self._where
+        per_model: dict[str, tuple[int, bool, bool, bool]] = {}  # rank, on demand, guarded
+        for t in reversed(oldest_first):
+            r = t[0]
+            if r.preempted_for:
+                continue
+            m = t[1]
+            name = m.name
             rid = r.id
-            self._by_model.setdefault(m.name, []).append(rid)
-            self._min[m.name] = m.scaling.min
             left = 0
             if rid not in excluded:
-                left = above[m.name]
-                above[m.name] = left - 1
-            rank = CLASS_RANK[m.class_]
+                left = above[name]
+                above[name] = left - 1
+            known = per_model.get(name)
+            if known is None:
+                known = per_model[name] = (
+                    CLASS_RANK[m.class_],
+                    m.scaling.on_demand,
+                    _guarantee_of(m.owner, self.quotas) is not None if self.quotas else False,
+                    False,
+                )
+            rank = known[0]
             if rank == CRITICAL and left <= 0:
                 continue  # never a victim this pass (a critical minimum stays one)
             if r.ready_at is not None and r.ready_at > fresh_after:
                 continue  # just paid for its model load
-            owner = m.owner
-            if owner not in guarded:
-                guarded[owner] = _guarantee_of(owner, self.quotas) is not None
             # Unknown use is not idleness (as in the Go original).
-            idle = (now - r.last_used_at).total_seconds() if r.last_used_at else 0.0
+            used = r.last_used_at
+            idle = (now - used).total_seconds() if used is not None else 0.0
+            need = t[2]
+            is_borrowed = borrowed is None or rid in borrowed  # no quotas: all of it
+            idle_od = known[1] and idle >= grace
+            facts[rid] = (r, m, rank, idle, idle_od, need, is_borrowed, known[2])
+            if rid in excluded:
+                continue
+            order = _order((-idle, need[0], need[2], rid))
+            key = _group((rank, idle_od, left > 0, m.owner, is_borrowed, known[2]))
+            group = groups.get(key)
+            if group is None:
+                group = groups[key] = []
+            group.append(order)
+            where[rid] = key
+        for group in groups.values():
+            group.sort()
+
+    def _entry(self, rid: str) -> _Entry:
+        e = self._entries.get(rid)
+        if e is None:
+            r, m, rank, idle, idle_od, need, is_borrowed, guarded = self._facts[rid]
             e = self._entries[rid] = _Entry(
                 r,
                 m,
                 rank,
                 idle,
-                m.scaling.on_demand and idle >= grace,
+                idle_od,
                 need[0],
                 need[2],
-                rid in borrowed,
-                guarded[owner],
-                (-idle, need[0], need[2], rid),
+                is_borrowed,
+                guarded,
+                _order((-idle, need[0], need[2], rid)),
                 need,
             )
-            if rid in excluded:
-                continue
-            key = e.group(left > 0)
-            group = groups.get(key)
-            if group is None:
-                group = groups[key] = []
-            group.append((e.order, rid))
-            self._where[rid] = key
-        for group in groups.values():
-            group.sort()
+        return e
 
     def _regroup(self, model: str) -> None:
         """(Re)file a model's replicas: which are above its minimum depends on how many of
@@ -257,16 +322,16 @@ class VictimPool:
         ids = [rid for rid in self._by_model[model] if rid not in self.excluded]
         above = max(len(ids) - self._min[model], 0)
         for i, rid in enumerate(ids):
-            e = self._entries.get(rid)
-            if e is None:
+            if rid not in self._facts:
                 continue  # never a victim (counted all the same)
+            e = self._entry(rid)
             key = e.group(i < above)
             old = self._where.get(rid)
             if old == key:
                 continue
             if old is not None:
-                self._groups[old].remove((e.order, rid))
-            insort(self._groups.setdefault(key, []), (e.order, rid))
+                self._groups[old].remove(e.order)
+            insort(self._groups.setdefault(key, []), e.order)
             self._where[rid] = key
 
     def exclude(self, replica_id: str) -> None:
@@ -277,7 +342,7 @@ class VictimPool:
             self._regroup(rep.model)
 
     def _tier(self, key: GroupKey, m: Model, my_rank: int, below_min: bool, reclaim: bool) -> int:
-        rank, idle_od, above_min, owner, borrowed, guarded = key
+        rank, idle_od, above_min, owner, borrowed, guarded = key  # GroupKey, field by field
         tier = -1
         if rank < my_rank and idle_od:
             tier = TIER_IDLE
@@ -310,16 +375,18 @@ class VictimPool:
         my_rank = CLASS_RANK[m.class_]
         below_min = live < m.scaling.min
         reclaim = within_guarantee(m, inv)
-        tiers: list[list[list[tuple[OrderKey, str]]]] = [[] for _ in range(5)]
+        tiers: list[list[list[VictimOrder]]] = [[] for _ in range(5)]
         for key, group in self._groups.items():
             if group:
                 tier = self._tier(key, m, my_rank, below_min, reclaim)
                 if tier >= 0:
                     tiers[tier].append(group)
         for tier, groups in enumerate(tiers):
-            for _, rid in heapq.merge(*groups):
-                e = self._entries[rid]
-                if rid in self.excluded or e.replica.model == m.name:
+            for *_, rid in heapq.merge(*groups):  # VictimOrder: the replica id last
+                if rid in self.excluded:
+                    continue
+                e = self._entry(rid)
+                if e.replica.model == m.name:
                     continue
                 nodes = _nodes_of(e.replica)
                 if len(nodes) > 1 and e.rank >= my_rank:
@@ -331,7 +398,7 @@ class VictimPool:
                     and not self._toward_share(m, e, inv)
                 ):
                     continue
-                above_min = self._where[rid][2]
+                above_min = self._where[rid].above_min
                 lent = None
                 if tier == TIER_BORROWED:
                     g = _guarantee_of(e.model.owner, self.quotas)

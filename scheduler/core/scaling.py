@@ -1,4 +1,4 @@
-"""How many replicas a model wants (DESIGN.md section 6, refined by issue 18).
+"""How many replicas a model wants (docs/decision-core.md, rules S1-S3).
 
 Each signal the model has an objective for asks for a count, as Kubernetes HPA does with
 several metrics, and the largest wins, clamped to [min, max]:
@@ -205,7 +205,7 @@ def desired_replicas(
     now: datetime,
     eviction_grace_s: float,
 ) -> int:
-    """The count the signals ask for with request counts only and no stabilisation (the rule
-    DESIGN.md section 6 started with); kept for callers that have no Load."""
+    """The count the signals ask for with request counts only and no stabilisation (rule S1
+    as the project started); kept for callers that have no Load."""
     settings = Settings(eviction_grace_s=int(eviction_grace_s), scale_down_window_s=0)
     return want(model, demand, None, list(replicas), (), now, settings).count

@@ -14,15 +14,18 @@ from typing import IO, Any
 
 from rich.console import Console
 
+# The stand-ins at import time: `llm-scheduler demo` reports a missing `standins` extra before
+# it starts anything.
+from llm_scheduler_standins.devcluster import DevCluster
+from llm_scheduler_standins.model_server import ModelServers, QueueModel
 from scheduler.adapters.kv_layout import KVLayout
 from scheduler.core.models import Demand, rfc3339
 from scheduler.demo import catalog, trace
 from scheduler.demo.view import DemoStats, plain_line, render, summary
 from scheduler.ops.catalog_io import kv_value
 from scheduler.ops.dashboard import DashboardObserver, serve_ops
+from scheduler.ops.http_server import RunningServer
 from scheduler.ops.metrics import MetricsObserver
-from scheduler.standins.model_server import ModelServers, QueueModel
-from scheduler.standins.runner import RunningServer
 
 DEMO_PREFIX = "llm-scheduler-demo/"
 DASHBOARD_PORT = 9464  # the port README and `llm-scheduler run` use
@@ -171,7 +174,6 @@ def run_demo(opts: DemoOptions, console: Console) -> DemoResult:
     from scheduler.ops.connect import consul_client
     from scheduler.service.config import ServiceConfig
     from scheduler.service.loop import Service
-    from scheduler.standins.devcluster import DevCluster
 
     speed = max(opts.speed, 0.1)
     log_file = log_path(opts.log_file)

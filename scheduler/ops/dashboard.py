@@ -20,10 +20,10 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from scheduler.core.models import Plan, Snapshot, StartAction, StopAction, rfc3339
+from scheduler.ops.http_server import RunningServer, serve_in_thread
 from scheduler.ops.inventory import usage
 from scheduler.ops.metrics import CONTENT_TYPE, MetricsObserver
 from scheduler.ops.palette import model_colours, text_on
-from scheduler.standins.runner import RunningServer, serve_in_thread
 
 RECENT = 20
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from scheduler.ops.dashboard import DashboardObserver, parse_listen, serve_ops
+from scheduler.ops.http_server import RunningServer
 from scheduler.ops.metrics import MetricsObserver
 from scheduler.ops.tracing import setup_tracing
 from scheduler.service.observer import PassObserver
-from scheduler.standins.runner import RunningServer
 
 
 @dataclass

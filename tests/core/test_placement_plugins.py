@@ -70,6 +70,7 @@ class KeepOneFree:
     """A dynamic extra filter: reads what is free now."""
 
     name = "keep-one-free"
+    static = False
 
     def filter(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> str | None:
         if len(choice.gpus) - ctx.profile.gpus < 1:

@@ -8,7 +8,7 @@ import pytest
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[object]:
     """One stand-in Consul + Nomad pair for the module (fast: starting one costs ~0.2 s)."""
-    from scheduler.standins.devcluster import DevCluster
+    from llm_scheduler_standins.devcluster import DevCluster
 
     with DevCluster(load_delay_s=0.05) as dev:
         yield dev

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from llm_scheduler_standins.fleet import builtin_fleet
 from scheduler.core.models import (
     Model,
     ModelStatus,
+    Node,
     Plan,
     Profile,
     Replica,
@@ -14,13 +16,13 @@ from scheduler.core.models import (
     Snapshot,
     StopAction,
 )
-from scheduler.standins.fleet import builtin_fleet
 
 NOW = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)
 
 
 def snapshot_and_plan() -> tuple[Snapshot, Plan]:
-    nodes = builtin_fleet()
+    # The fleet as the scheduler reads it (the stand-ins describe machines in their own model).
+    nodes = [Node.model_validate(n.model_dump()) for n in builtin_fleet()]
     h100 = nodes[0]
     mig_gpu = next(g for n in nodes for g in n.gpus if g.mig)
     assert mig_gpu.mig

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.core.models import ModelStatus, Plan, Replica, Shard, Snapshot
+from llm_scheduler_standins.fleet import builtin_fleet
+from scheduler.core.models import ModelStatus, Node, Plan, Replica, Shard, Snapshot
 from scheduler.demo import catalog
 from scheduler.ops.dashboard import DashboardObserver, natural_key, serve_ops
 from scheduler.ops.palette import contrast
-from scheduler.standins.fleet import builtin_fleet
 
 NOW = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)
 
@@ -41,7 +41,7 @@ def _chromium(*args: str, tmp: Path) -> str:
 
 def _demo_fleet_state() -> tuple[Snapshot, Plan]:
     """The demo's ten models spread over the stand-ins' fleet, MIG slices included."""
-    nodes = builtin_fleet()
+    nodes = [Node.model_validate(n.model_dump()) for n in builtin_fleet()]
     free = {n.id: [g.id for g in n.gpus if g.mig is None] for n in nodes}
     slices = {(s.profile, s.id): n.id for n in nodes for g in n.gpus for s in g.mig or []}
     replicas = []

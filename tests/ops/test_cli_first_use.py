@@ -101,7 +101,7 @@ def test_json_errors_are_a_json_object_on_stdout(
 @pytest.fixture
 def acl_consul(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """A Consul stand-in with ACLs on (default deny) and a full catalog, reached with no token."""
-    from scheduler.standins.consul import ConsulACL, ConsulStandin, TokenSpec
+    from llm_scheduler_standins.consul import ConsulACL, ConsulStandin, TokenSpec
 
     admin = TokenSpec(accessor_id="admin", key_prefix_rules={"": "write"}, session_write=True)
     reader = TokenSpec(accessor_id="reader", key_prefix_rules={"llm-scheduler/": "read"})

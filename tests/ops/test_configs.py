@@ -127,10 +127,10 @@ def test_reporter_policy_lets_the_reporter_publish_and_nothing_more() -> None:
     import pytest
 
     import consul as consul_lib
+    from llm_scheduler_standins.consul import ConsulACL, ConsulStandin, TokenSpec
     from scheduler.reporter.fake_nvml import FakeNvml, a100_mig_fleet
     from scheduler.reporter.probe import NvmlProbe
     from scheduler.reporter.writer import ReportWriter
-    from scheduler.standins.consul import ConsulACL, ConsulStandin, TokenSpec
 
     rules = _consul_rules("consul/acl/gpu-reporter.policy.hcl")
     assert set(rules) == {("key_prefix", "llm-scheduler/nodes/"), ("session_prefix", "")}

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from llm_scheduler_standins.fleet import builtin_fleet
 from scheduler.demo import catalog, trace
-from scheduler.standins.fleet import builtin_fleet
 
 
 def test_catalog_has_all_classes_two_tenants_and_a_peak_past_capacity() -> None:

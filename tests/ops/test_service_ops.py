@@ -48,9 +48,9 @@ def exporter() -> InMemorySpanExporter:
 def running(
     exporter: InMemorySpanExporter,
 ) -> Iterator[tuple[Any, DashboardObserver, MetricsObserver]]:
+    from llm_scheduler_standins.devcluster import DevCluster
     from scheduler.service.config import ServiceConfig
     from scheduler.service.loop import Service
-    from scheduler.standins.devcluster import DevCluster
 
     with DevCluster(fleet=_small_fleet(), load_delay_s=0.1) as dev:
         kv = consul_client(dev.consul_url).kv

@@ -19,7 +19,7 @@ from scheduler.reporter.record import NodeGpuReport
 from scheduler.reporter.writer import ReportWriter, run_reporter
 
 try:
-    from scheduler.standins.consul import ConsulStandin
+    from llm_scheduler_standins.consul import ConsulStandin
 except ImportError:  # the stand-in is written by another helper; until it lands, skip
     pytest.skip("the Consul stand-in is not available yet", allow_module_level=True)
 

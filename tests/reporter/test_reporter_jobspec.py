@@ -34,7 +34,7 @@ def test_nomad_parses_the_jobspec_with_variables() -> None:
     import httpx
     import pytest
 
-    server_mod = pytest.importorskip("scheduler.standins.nomad.server")
+    server_mod = pytest.importorskip("llm_scheduler_standins.nomad.server")
     standin = server_mod.NomadStandin([])
     server = standin.start(0)
     try:

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
+from llm_scheduler_standins.devcluster import DevCluster
 from scheduler.adapters.kv_layout import KVLayout
 from scheduler.core.models import GPU, MigSlice, Node
 from scheduler.service.config import ServiceConfig
 from scheduler.service.loop import Service
-from scheduler.standins.devcluster import DevCluster
 
 LAYOUT = KVLayout()
 H100 = "NVIDIA H100 80GB HBM3"

@@ -18,11 +18,11 @@ from e2e_helpers import (
     wait_for,
 )
 
+from llm_scheduler_standins.devcluster import DevCluster
+from llm_scheduler_standins.faults import Faults
 from scheduler.adapters.snapshot_builder import ALLOCATIONS, JOBS, NODES
 from scheduler.ops.metrics import MetricsObserver
 from scheduler.service.loop import Service
-from scheduler.standins.devcluster import DevCluster
-from scheduler.standins.faults import Faults
 
 SLOW_S = 2.0
 READS_SLOW_S = 3.0

@@ -13,9 +13,10 @@ from e2e_helpers import (
     wait_for,
 )
 
+from llm_scheduler_standins.devcluster import DevCluster
+
 # The decision core (scheduler.core.decide) lands separately; until then this module skips.
 from scheduler.service.loop import Service
-from scheduler.standins.devcluster import DevCluster
 
 
 def _devices(job: dict) -> list[dict]:
@@ -184,7 +185,7 @@ def test_unreadable_nomad_means_nothing_destructive() -> None:
 
     from e2e_helpers import FAST_SETTINGS, small_fleet
 
-    from scheduler.standins.faults import Faults
+    from llm_scheduler_standins.faults import Faults
 
     faults = Faults(seed=1)
     with DevCluster(fleet=small_fleet(), load_delay_s=0.05, faults=faults) as dc:

@@ -13,10 +13,10 @@ import pytest
 from e2e_helpers import LAYOUT, model_value, put, service_config, wait_for
 
 import scheduler.service.loop as loop_module
+from llm_scheduler_standins.devcluster import DevCluster
+from llm_scheduler_standins.faults import Faults
 from scheduler.ops.wiring import Ops, start_ops
 from scheduler.service.loop import Service
-from scheduler.standins.devcluster import DevCluster
-from scheduler.standins.faults import Faults
 
 
 @pytest.fixture

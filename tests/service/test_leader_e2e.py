@@ -7,8 +7,8 @@ import time
 
 from e2e_helpers import LAYOUT, model_value, our_jobs, put, service_config, wait_for
 
+from llm_scheduler_standins.devcluster import DevCluster
 from scheduler.service.loop import Service
-from scheduler.standins.devcluster import DevCluster
 
 
 def test_planned_stop_hands_over_before_the_lock_delay(cluster: DevCluster) -> None:

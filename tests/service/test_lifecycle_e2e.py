@@ -23,10 +23,10 @@ from e2e_helpers import (
 )
 from test_nomad_reality_e2e import SCHEDULER_TOKEN, foreign_job, hide_namespace_from_scheduler
 
+from llm_scheduler_standins.devcluster import DevCluster
 from scheduler.adapters.nomad_jobs import SPEC_META
 from scheduler.core.models import GPU, Node
 from scheduler.service.loop import Service
-from scheduler.standins.devcluster import DevCluster
 
 
 @pytest.fixture

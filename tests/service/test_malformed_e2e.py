@@ -8,8 +8,8 @@ import json
 import malformed
 from e2e_helpers import LAYOUT, model_value, our_jobs, put, service_config, status, wait_for
 
+from llm_scheduler_standins.devcluster import DevCluster
 from scheduler.service.loop import Service
-from scheduler.standins.devcluster import DevCluster
 
 
 def _all_values() -> dict[str, bytes]:

@@ -22,10 +22,10 @@ from e2e_helpers import (
 )
 from typer.testing import CliRunner
 
+from llm_scheduler_standins.consul.acl import ConsulACL, TokenSpec
+from llm_scheduler_standins.devcluster import DevCluster
 from scheduler.cli import app
 from scheduler.service.loop import Service
-from scheduler.standins.consul.acl import ConsulACL, TokenSpec
-from scheduler.standins.devcluster import DevCluster
 
 
 def _state(dc: DevCluster) -> dict:

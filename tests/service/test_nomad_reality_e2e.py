@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from e2e_helpers import LAYOUT, model_value, our_jobs, put, start_leader, status, wait_for
 
+from llm_scheduler_standins.devcluster import DevCluster
+from llm_scheduler_standins.nomad.acl import WRITE, NomadACL, NomadToken
 from scheduler.service.loop import Service
-from scheduler.standins.devcluster import DevCluster
-from scheduler.standins.nomad.acl import WRITE, NomadACL, NomadToken
 
 SCHEDULER_TOKEN = "scheduler-secret"
 

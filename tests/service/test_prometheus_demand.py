@@ -14,10 +14,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from llm_scheduler_standins.runner import serve_in_thread
 from scheduler.core.models import Demand, Load
 from scheduler.demand import DemandError
 from scheduler.demand.prometheus import PrometheusDemandSource, PrometheusSignals
-from scheduler.standins.runner import serve_in_thread
 
 NOW = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)
 # query kind -> (names that must all be in the query, model -> value)

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 from e2e_helpers import LAYOUT, model_value, our_jobs, put, status, wait_for
 
+from llm_scheduler_standins.devcluster import DevCluster
 from scheduler.adapters.nomad_jobs import service_name
 from scheduler.service.loop import Service
-from scheduler.standins.devcluster import DevCluster
 
 
 @pytest.mark.parametrize("runtime", ["vllm", "sglang"])

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from llm_scheduler_standins.devcluster import DevCluster
 from scheduler.service.loop import Service
-from scheduler.standins.devcluster import DevCluster
 from tests.service.e2e_helpers import (
     FAST_SETTINGS,
     LAYOUT,

@@ -13,10 +13,10 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
+from llm_scheduler_standins.runner import serve_in_thread
 from scheduler.core.models import Demand, Load
 from scheduler.demand.metrics_text import MetricsError, bucket_delta, parse_metrics, quantile
 from scheduler.demand.signals import ScrapeSignals, Signals, Target, combine
-from scheduler.standins.runner import serve_in_thread
 
 NOW = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)
 

@@ -8,9 +8,9 @@ import pytest
 from e2e_helpers import LAYOUT, model_value, put
 from typer.testing import CliRunner
 
+from llm_scheduler_standins.devcluster import DevCluster
 from scheduler.cli import app
 from scheduler.core.validate import parse_snapshot
-from scheduler.standins.devcluster import DevCluster
 
 
 def test_snapshot_command_round_trips(cluster: DevCluster, monkeypatch: pytest.MonkeyPatch) -> None:

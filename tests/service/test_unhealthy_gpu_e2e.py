@@ -16,12 +16,12 @@ from e2e_helpers import (
     wait_for,
 )
 
+from llm_scheduler_standins.devcluster import DevCluster
 from scheduler.commands.reporter import consul_client
 from scheduler.reporter.fake_nvml import FakeNvml, fleet_for_node
 from scheduler.reporter.probe import NvmlProbe
 from scheduler.reporter.writer import ReportWriter
 from scheduler.service.loop import Service
-from scheduler.standins.devcluster import DevCluster
 
 XID_FALLEN_OFF_THE_BUS = 79
 

@@ -9,7 +9,7 @@ import pytest
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[object]:
-    from scheduler.standins.devcluster import DevCluster
+    from llm_scheduler_standins.devcluster import DevCluster
 
     with DevCluster(load_delay_s=0.05) as dev:
         yield dev

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from llm_scheduler_standins.nomad.hcl import parse_job
 from scheduler.plugins import TemplateError, template_text
-from scheduler.standins.nomad.hcl import parse_job
 
 
 @pytest.mark.parametrize("runtime", ["vllm", "sglang"])

@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 import sysconfig
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,7 @@ from scheduler.adapters.nomad_jobs import build_job, template_variables
 from scheduler.core.models import GPU, Model, Node, Shard, StartAction
 from scheduler.plugins import template_text
 from scheduler.serving.flags import known_flags
-from scheduler.standins.nomad.hcl import parse_job
+from llm_scheduler_standins.nomad.hcl import parse_job
 
 out = {"package": scheduler.__file__, "path": sys.path, "flags": len(known_flags("vllm"))}
 node = Node(id="n1", name="a", address="10.0.0.1", cpu_cores=64, memory_gb=512,
@@ -58,6 +59,22 @@ def test_a_wheel_install_renders_jobs_from_its_package_data(tmp_path: Path) -> N
         pytest.skip("this venv's setuptools cannot build wheels offline (dev extra: >=70.1)")
     assert built.returncode == 0, built.stderr
     (wheel,) = dist.glob("llm_scheduler-*.whl")
+    # One distribution, two packages; the stand-ins' own dependency only under their extra.
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        (metadata,) = [n for n in names if n.endswith(".dist-info/METADATA")]
+        requires = [
+            line.removeprefix("Requires-Dist: ")
+            for line in archive.read(metadata).decode().splitlines()
+            if line.startswith("Requires-Dist: ")
+        ]
+    assert {n.split("/")[0] for n in names if n.endswith(".py")} == {
+        "scheduler",
+        "llm_scheduler_standins",
+    }
+    hcl2 = [r for r in requires if r.startswith("python-hcl2")]
+    assert hcl2 and all(r.endswith('extra == "standins"') for r in hcl2), requires
+    assert 'llm-scheduler[standins]; extra == "dev"' in requires, requires
 
     venv = tmp_path / "venv"
     made = _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], tmp_path)

@@ -16,8 +16,8 @@ import pytest
 
 import consul
 import nomad
-from scheduler.standins.devcluster import DevCluster
-from scheduler.standins.fleet import FleetError, builtin_fleet, load_fleet
+from llm_scheduler_standins.devcluster import DevCluster
+from llm_scheduler_standins.fleet import FleetError, builtin_fleet, load_fleet
 
 CLI = [sys.executable, "-c", "from scheduler.cli import main; main()"]
 LINE = re.compile(r"^(consul|nomad) http://127\.0\.0\.1:(\d+)$")
@@ -154,6 +154,11 @@ def test_load_fleet_yaml_and_json(tmp_path: Path) -> None:
             " memory_gb: 1}",
             "node[1].id",
         ),
+        (
+            "- {id: a, name: a, cpu_cores: 1, memory_gb: 1, gpus: [{id: G, model: m, memory_gb: 8,"
+            " mig: [{id: G, profile: 1g.10gb, memory_gb: 8}]}]}",
+            "node[0]: Value error, device ids repeat on node 'a': G",
+        ),
         ("{a: [", "not valid YAML"),
         ("42", "expected a list of nodes"),
     ],
@@ -164,3 +169,25 @@ def test_load_fleet_errors_are_one_line(tmp_path: Path, text: str, needle: str) 
     with pytest.raises(FleetError) as err:
         load_fleet(path)
     assert needle in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_snapshots_nodes_load_as_a_fleet(tmp_path: Path) -> None:
+    """The stand-ins keep their own fleet model, in the snapshot's node format: what the
+    scheduler derives (`held`, `draining`, `address`) is ignored, the machine itself kept."""
+    from scheduler.core.models import Node as SnapshotNode
+
+    seen = SnapshotNode.model_validate(
+        {"id": "n1", "name": "a", "address": "10.1.2.3", "pool": "gpu", "datacenter": "dc2",
+         "cpu_cores": 64, "memory_gb": 512, "held": ["G1"], "draining": True,
+         "meta": {"rack": "r1"},
+         "gpus": [{"id": "G0", "model": "NVIDIA H100 80GB HBM3", "memory_gb": 80,
+                   "nvlink_peers": ["G1"]},
+                  {"id": "G1", "model": "NVIDIA A100-SXM4-80GB", "memory_gb": 80,
+                   "mig": [{"id": "MIG-1", "profile": "3g.40gb", "memory_gb": 40}]}]}
+    )  # fmt: skip
+    path = tmp_path / "fleet.json"
+    path.write_text(json.dumps({"nodes": [seen.model_dump(mode="json")]}))
+    (node,) = load_fleet(path)
+    assert type(node).__module__ == "llm_scheduler_standins.fleet_model"
+    kept = node.model_dump()
+    assert kept == seen.model_dump(exclude={"held", "draining", "address"})

@@ -8,8 +8,8 @@ import httpx
 import pytest
 
 import consul
-from scheduler.standins.consul import ConsulStandin
-from scheduler.standins.runner import RunningServer
+from llm_scheduler_standins.consul import ConsulStandin
+from llm_scheduler_standins.runner import RunningServer
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ import httpx
 import pytest
 
 import consul
-from scheduler.standins.consul import ConsulACL, ConsulStandin, TokenSpec
-from scheduler.standins.runner import RunningServer
+from llm_scheduler_standins.consul import ConsulACL, ConsulStandin, TokenSpec
+from llm_scheduler_standins.runner import RunningServer
 
 TENANT = TokenSpec(
     accessor_id="aaaa-tenant",

@@ -11,9 +11,9 @@ import httpx
 import pytest
 
 import consul
-from scheduler.standins.consul import ConsulStandin
-from scheduler.standins.faults import Faults
-from scheduler.standins.runner import RunningServer
+from llm_scheduler_standins.consul import ConsulStandin
+from llm_scheduler_standins.faults import Faults
+from llm_scheduler_standins.runner import RunningServer
 
 WAKE_LIMIT_S = 0.5  # the requirement is 100 ms; the margin keeps a loaded CI box honest
 

@@ -13,8 +13,8 @@ import httpx
 import pytest
 from consul_fixtures import FIXTURES, fixture
 
-from scheduler.standins.conformance import ShapeMismatch, assert_same_shape, shape_mismatches
-from scheduler.standins.consul import ConsulStandin
+from llm_scheduler_standins.conformance import ShapeMismatch, assert_same_shape, shape_mismatches
+from llm_scheduler_standins.consul import ConsulStandin
 
 NON_JSON = {"BEHAVIOUR.md", "NOTES.md", "SOURCES.md"}
 

@@ -6,8 +6,8 @@ import threading
 import time
 
 import consul
-from scheduler.standins.consul import ConsulStandin
-from scheduler.standins.registry import ServiceInstance
+from llm_scheduler_standins.consul import ConsulStandin
+from llm_scheduler_standins.registry import ServiceInstance
 
 
 def instance(service_id: str, port: int, status: str = "passing") -> ServiceInstance:

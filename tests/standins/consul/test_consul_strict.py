@@ -12,7 +12,7 @@ import pytest
 from consul.exceptions import ConsulException
 
 import consul
-from scheduler.standins.consul import ConsulStandin
+from llm_scheduler_standins.consul import ConsulStandin
 
 
 def test_unknown_datacenter_has_no_path(client: consul.Consul, http: httpx.Client) -> None:

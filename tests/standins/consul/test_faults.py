@@ -7,8 +7,8 @@ import time
 import pytest
 
 import consul
-from scheduler.standins.consul import ConsulStandin
-from scheduler.standins.faults import Faults
+from llm_scheduler_standins.consul import ConsulStandin
+from llm_scheduler_standins.faults import Faults
 
 
 def test_error_rate_and_latency() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 
 import consul
-from scheduler.standins.consul import ConsulStandin
+from llm_scheduler_standins.consul import ConsulStandin
 
 
 def test_put_get_roundtrip_through_py_consul(client: consul.Consul) -> None:

@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 import consul
-from scheduler.standins.consul import ConsulStandin
+from llm_scheduler_standins.consul import ConsulStandin
 
 
 def test_acquire_release_and_lock_index(client: consul.Consul) -> None:
@@ -60,7 +60,7 @@ def test_behavior_delete_removes_held_keys(client: consul.Consul) -> None:
 
 
 def test_ttl_expiry_invalidates_the_session() -> None:
-    from scheduler.standins.consul import ConsulStandin
+    from llm_scheduler_standins.consul import ConsulStandin
 
     # A multiplier of 0.03 turns the 10 s minimum TTL into 0.3 s.
     standin = ConsulStandin(jitter=False, session_ttl_multiplier=0.03)

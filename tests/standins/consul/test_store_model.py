@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.standins.consul.store import ConsulStore
+from llm_scheduler_standins.consul.store import ConsulStore
 
 KEYS = st.sampled_from(["a/1", "a/2", "a/b/3", "b/1", "ab"])
 OPS = st.lists(

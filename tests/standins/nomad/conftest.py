@@ -8,9 +8,9 @@ import pytest
 from nomad_helpers import RecordingRegistry
 
 import nomad
+from llm_scheduler_standins.fleet import builtin_fleet
+from llm_scheduler_standins.nomad import NomadStandin
 from scheduler.core.models import Node
-from scheduler.standins.fleet import builtin_fleet
-from scheduler.standins.nomad import NomadStandin
 
 
 @pytest.fixture(scope="module")

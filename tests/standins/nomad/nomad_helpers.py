@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import nomad
+from llm_scheduler_standins.registry import CheckStatus, ServiceInstance
 from scheduler.core.models import Node
-from scheduler.standins.registry import CheckStatus, ServiceInstance
 
 # shared/ lies beside the checkout (CI lays a copy there); /work/shared is the workplace mount.
 FIXTURES = next(

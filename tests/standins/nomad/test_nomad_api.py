@@ -9,9 +9,9 @@ import pytest
 from nomad_helpers import RecordingRegistry, by_name, fixture, gpu_job, wait_for
 
 import nomad
+from llm_scheduler_standins.conformance import assert_same_shape
+from llm_scheduler_standins.nomad import NomadStandin
 from scheduler.core.models import Node
-from scheduler.standins.conformance import assert_same_shape
-from scheduler.standins.nomad import NomadStandin
 
 
 def rename(mapping: dict, old: str, new: str) -> None:

@@ -10,9 +10,9 @@ import pytest
 from nomad_helpers import gpu_job
 
 import nomad
+from llm_scheduler_standins.faults import Faults
+from llm_scheduler_standins.nomad import READ, WRITE, NomadACL, NomadStandin, NomadToken
 from scheduler.core.models import Node
-from scheduler.standins.faults import Faults
-from scheduler.standins.nomad import READ, WRITE, NomadACL, NomadStandin, NomadToken
 
 
 def _index(response: httpx.Response) -> int:

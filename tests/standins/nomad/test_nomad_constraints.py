@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.standins.nomad.attributes import from_attribute, parse_value
-from scheduler.standins.nomad.constraints import satisfies
+from llm_scheduler_standins.nomad.attributes import from_attribute, parse_value
+from llm_scheduler_standins.nomad.constraints import satisfies
 
 MEMORY_80G = from_attribute({"Int": 81920, "Unit": "MiB"})
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from nomad_helpers import gpu_job
 
-from scheduler.standins.fleet import builtin_fleet
-from scheduler.standins.nomad.state import Cluster
+from llm_scheduler_standins.fleet import builtin_fleet
+from llm_scheduler_standins.nomad.state import Cluster
 
 FLEET = builtin_fleet()[:2]
 

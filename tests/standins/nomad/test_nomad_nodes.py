@@ -7,9 +7,9 @@ from typing import Any
 from nomad_helpers import by_name, fixture
 
 import nomad
+from llm_scheduler_standins.conformance import assert_same_shape
+from llm_scheduler_standins.nomad import NomadStandin
 from scheduler.core.models import Node
-from scheduler.standins.conformance import assert_same_shape
-from scheduler.standins.nomad import NomadStandin
 
 
 def _generic_drivers(documented: dict[str, Any]) -> None:

@@ -9,9 +9,9 @@ import pytest
 from nomad_helpers import by_name, devices_of, fixture
 
 import nomad
+from llm_scheduler_standins.conformance import assert_same_shape
+from llm_scheduler_standins.nomad import NomadStandin
 from scheduler.core.models import Node
-from scheduler.standins.conformance import assert_same_shape
-from scheduler.standins.nomad import NomadStandin
 
 SAMPLE = (Path(__file__).parent / "vllm_sample.nomad.hcl").read_text()
 

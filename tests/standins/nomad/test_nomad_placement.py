@@ -6,8 +6,8 @@ import pytest
 from nomad_helpers import by_name, devices_of, gpu_job, wait_for
 
 import nomad
+from llm_scheduler_standins.nomad import NomadStandin
 from scheduler.core.models import Node
-from scheduler.standins.nomad import NomadStandin
 
 
 def _allocs(client: nomad.Nomad, job_id: str, live: bool = True) -> list[dict]:

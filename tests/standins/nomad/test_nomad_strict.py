@@ -14,9 +14,9 @@ from nomad.api.exceptions import BaseNomadException
 from nomad_helpers import by_name, devices_of, fixture, gpu_job, wait_for
 
 import nomad
+from llm_scheduler_standins.conformance import assert_same_shape
+from llm_scheduler_standins.nomad import NomadStandin
 from scheduler.core.models import GPU, Node
-from scheduler.standins.conformance import assert_same_shape
-from scheduler.standins.nomad import NomadStandin
 
 
 def _allocs(client: nomad.Nomad, job_id: str, namespace: str | None = None) -> list[dict]:

@@ -1,0 +1,60 @@
+"""The machines the stand-ins pretend to run: what a Nomad client and the NVIDIA device plugin
+would fingerprint on each.
+
+The stand-ins own this description rather than borrowing the scheduler's snapshot model: they
+play the servers the scheduler reads, and a change to how the scheduler models a node must not
+change what the fake cluster reports. The field names follow the snapshot's node format, so a
+snapshot's `nodes` load as a fleet (fields only the scheduler derives, such as `held` and
+`draining`, are ignored). The stand-ins only read these attributes, so tests may also hand in
+the scheduler's own `Node`s for a fleet.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+Amount = Annotated[float, Field(ge=0, le=1e9, allow_inf_nan=False)]
+
+
+class _Fleet(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class MigSlice(_Fleet):
+    id: str
+    profile: str
+    memory_gb: Amount
+    healthy: bool = True
+
+
+class GPU(_Fleet):
+    id: str
+    model: str  # the NVML name, which names the device group
+    memory_gb: Amount
+    healthy: bool = True
+    nvlink_peers: list[str] = Field(default_factory=list)
+    # None: not in MIG mode. A list: in MIG mode, fingerprinted only as these slices.
+    mig: list[MigSlice] | None = None
+
+
+class Node(_Fleet):
+    id: str
+    name: str
+    pool: str = "default"
+    datacenter: str = "dc1"
+    eligible: bool = True
+    cpu_cores: Amount
+    memory_gb: Amount
+    gpus: list[GPU] = Field(default_factory=list)
+    meta: dict[str, str] = Field(default_factory=dict)  # the client's `meta` block
+
+    @model_validator(mode="after")
+    def _device_ids_once(self) -> Node:
+        # The device plugin's instance ids are unique on a node; placement relies on it.
+        ids = [i for g in self.gpus for i in (g.id, *(s.id for s in g.mig or []))]
+        if len(ids) != len(set(ids)):
+            repeated = sorted({i for i in ids if ids.count(i) > 1})
+            raise ValueError(f"device ids repeat on node {self.id!r}: {', '.join(repeated)}")
+        return self

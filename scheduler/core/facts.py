@@ -1,0 +1,202 @@
+"""What holds for a whole pass: the catalog, the replicas and what each counts for.
+
+`PassFacts` is built once per pass and never changes: trials and the pass itself change only
+the capacity (inventory.Inventory). `collect` walks the replicas once for both: the facts, and
+what the replicas hold per node and per owner, which the inventory starts from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from typing import NamedTuple
+
+from scheduler.core.models import Amount, Model, Profile, Quota, Replica, Snapshot
+
+Vec = tuple[float, float, float]  # gpus, cpu_cores, memory_gb
+ZERO: Vec = (0.0, 0.0, 0.0)
+
+
+class LiveReplica(NamedTuple):
+    """A replica that counts, of a model in the catalog."""
+
+    replica: Replica
+    model: Model
+    need: Vec  # what one replica of its profile counts against quotas, all shards together
+    one_node: bool
+
+
+@cache
+def mig_fraction(profile_name: str) -> float:
+    """A MIG slice counts as (compute slices in its name)/7 of a GPU: `3g.40gb` is 3/7."""
+    head = profile_name.split("g", 1)[0]
+    return int(head) / 7 if head.isdigit() else 1 / 7
+
+
+def add(a: Vec, b: Vec, sign: float = 1.0) -> Vec:
+    return (a[0] + sign * b[0], a[1] + sign * b[1], a[2] + sign * b[2])
+
+
+@cache
+def owner_prefixes(owner: str) -> tuple[str, ...]:
+    parts = owner.split("/")
+    return tuple("/".join(parts[: i + 1]) for i in range(len(parts)))
+
+
+def profile_need(profile: Profile) -> Vec:
+    """What one replica of a profile counts against quotas, all shards together."""
+    gpus = mig_fraction(profile.mig_profile) if profile.mig_profile else float(profile.gpus)
+    n = profile.shards
+    return (gpus * n, profile.cpu_cores * n, profile.memory_gb * n)
+
+
+def shard_held(model: Model | None, prof: Profile | None) -> tuple[float, float]:
+    """CPU and memory one shard of a replica holds, when its allocation does not say: what its
+    profile asks; for a profile since removed from its model, the most any profile of the
+    model asks (a node is never overcommitted on a guess); for an unknown model, nothing."""
+    if prof is not None:
+        return prof.cpu_cores, prof.memory_gb
+    if model is None:
+        return 0.0, 0.0
+    return max(p.cpu_cores for p in model.profiles), max(p.memory_gb for p in model.profiles)
+
+
+def _or(value: float | None, default: float) -> float:
+    return default if value is None else value
+
+
+# What the built-in static filters read of each GPU (with its MIG slices kept apart).
+# Order does not matter to them, so alike nodes with their MIG GPUs in other places are one
+# shape: eligible, then (model, memory, healthy) of each whole GPU and (model, memory,
+# healthy, any slice healthy) of each MIG GPU, sorted.
+Shape = tuple[bool, tuple[tuple[str, float, bool], ...], tuple[tuple[str, float, bool, bool], ...]]
+
+
+def _gpu_kinds(shapes: dict[Shape, int]) -> dict[tuple[str, float], int]:
+    """Healthy whole GPUs on eligible nodes by (model, memory)."""
+    kinds: dict[tuple[str, float], int] = {}
+    for (eligible, whole, _), n in shapes.items():
+        if eligible:
+            for model, memory, healthy in whole:
+                if healthy:
+                    kinds[(model, memory)] = kinds.get((model, memory), 0) + n
+    return kinds
+
+
+@dataclass(frozen=True, slots=True)
+class PassFacts:
+    """The pass's fixed facts (the dicts are never written after the build)."""
+
+    models: dict[str, Model]  # the catalog, by name
+    replicas: dict[str, Replica]  # every replica, by id
+    by_model: dict[str, list[Replica]]  # every replica, per model name
+    live: list[LiveReplica]  # replicas that count, of a model in the catalog
+    live_count: dict[str, int]  # replicas that count, per model name
+    stopping_preempted: list[Replica]  # preempted for a model and still on their way out
+    quotas: dict[str, Quota]  # by owner prefix
+    limits: dict[str, Amount]  # quota limits, by owner prefix
+    slice_share: dict[str, float]  # MIG slice id -> the share of a GPU it counts as
+    # Healthy devices on eligible nodes, used or not: whole GPUs by (model, memory), slices
+    # by MIG profile. How much of the fleet a profile could ever use.
+    gpu_kinds: dict[tuple[str, float], int]
+    slice_kinds: dict[str, int]
+
+
+class Collected(NamedTuple):
+    """One walk over the replicas: the facts it yields and what they hold."""
+
+    models: dict[str, Model]
+    slice_share: dict[str, float]
+    live: list[LiveReplica]
+    by_model: dict[str, list[Replica]]
+    live_count: dict[str, int]
+    stopping_preempted: list[Replica]
+    used: set[str]  # device ids held (replicas, and other jobs' allocations)
+    node_cpu: dict[str, float]  # CPU held per node
+    node_mem: dict[str, float]
+    per_model: dict[str, dict[str, int]]  # node -> model -> replicas there
+    usage: dict[str, Vec]  # per owner path prefix
+
+
+def collect(snap: Snapshot) -> Collected:
+    models: dict[str, Model] = {m.name: m for m in snap.models}
+    slice_share: dict[str, float] = {}  # MIG slice id -> the share of a GPU it counts as
+    for node in snap.nodes:
+        for gpu in node.gpus:
+            for s in gpu.mig or ():
+                slice_share[s.id] = mig_fraction(s.profile)
+    used: set[str] = {d for node in snap.nodes for d in node.held}
+    node_cpu: dict[str, float] = {}
+    node_mem: dict[str, float] = {}
+    per_model: dict[str, dict[str, int]] = {}
+    per_owner: dict[str, list[float]] = {}
+    sizes: dict[tuple[str, str], tuple[float, float, Model | None, Vec]] = {}
+    live: list[LiveReplica] = []
+    by_model: dict[str, list[Replica]] = {}
+    live_count: dict[str, int] = {}
+    stopping_preempted: list[Replica] = []
+    shares = slice_share.keys()
+    for rep in snap.replicas:
+        name = rep.model
+        shards = rep.shards
+        by_model.setdefault(name, []).append(rep)
+        counts = rep.state != "stopping"
+        if counts:
+            live_count[name] = live_count.get(name, 0) + 1
+        elif rep.preempted_for:
+            stopping_preempted.append(rep)
+        size = sizes.get((name, rep.profile))
+        if size is None:
+            model = models.get(name)
+            prof = model.profile(rep.profile) if model else None
+            held = shard_held(model, prof)
+            size = sizes[(name, rep.profile)] = (
+                held[0],
+                held[1],
+                model,
+                profile_need(prof) if prof else ZERO,
+            )
+        cpu, mem, model, need = size
+        if model is not None and counts:
+            one_node = len(shards) <= 1 or len({sh.node for sh in shards}) == 1
+            live.append(LiveReplica(rep, model, need, one_node))
+        gpus = 0.0
+        for sh in shards:
+            devs = sh.gpus
+            used.update(devs)
+            node_id = sh.node
+            node_cpu[node_id] = node_cpu.get(node_id, 0.0) + _or(sh.cpu_cores, cpu)
+            node_mem[node_id] = node_mem.get(node_id, 0.0) + _or(sh.memory_gb, mem)
+            pm = per_model.get(node_id)
+            if pm is None:
+                pm = per_model[node_id] = {}
+            pm[name] = pm.get(name, 0) + 1
+            if shares.isdisjoint(devs):
+                gpus += len(devs)
+            else:
+                gpus += sum(slice_share.get(d, 1.0) for d in devs)
+        if model is not None:
+            n = len(shards)
+            tot = per_owner.get(model.owner)
+            if tot is None:
+                tot = per_owner[model.owner] = [0.0, 0.0, 0.0]
+            tot[0] += gpus
+            tot[1] += cpu * n
+            tot[2] += mem * n
+    usage: dict[str, Vec] = {}
+    for owner, tot in per_owner.items():
+        for p in owner_prefixes(owner):
+            usage[p] = add(usage.get(p, ZERO), (tot[0], tot[1], tot[2]))
+    return Collected(
+        models,
+        slice_share,
+        live,
+        by_model,
+        live_count,
+        stopping_preempted,
+        used,
+        node_cpu,
+        node_mem,
+        per_model,
+        usage,
+    )

@@ -1,6 +1,0 @@
-"""An embedded stand-in for a Nomad server with NVIDIA GPUs fingerprinted by the device plugin."""
-
-from scheduler.standins.nomad.acl import READ, WRITE, NomadACL, NomadToken
-from scheduler.standins.nomad.server import NomadStandin
-
-__all__ = ["READ", "WRITE", "NomadACL", "NomadStandin", "NomadToken"]
