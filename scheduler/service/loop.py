@@ -320,11 +320,11 @@ class Service:
             if leader and view.from_watches and _destructive(view, plan):
                 # A watch's answer is complete, but says nothing of whether Nomad can still be
                 # read: stops (and replicas Nomad failed) wait for listings read now, which
-                # fail the pass when Nomad cannot be read. What the plan starts goes out first,
-                # so that new demand does not wait for that read.
+                # fail the pass when Nomad cannot be read. What the plan starts independently
+                # of its stops goes out first, so that new demand does not wait for that read.
                 span.set_attribute("reread", True)
                 first = replace(view, faults={}, purgeable=[])
-                self.actuator.act(first, _starts_only(plan), self._action_done)
+                self.actuator.act(first, _independent_starts(view, plan), self._action_done)
                 decided = self._decide(time.monotonic(), span)
                 if decided is None:
                     return None
@@ -438,7 +438,20 @@ def _destructive(view: ClusterView, plan: Plan) -> bool:
     return bool(view.faults) or any(isinstance(a, StopAction) for a in plan.actions)
 
 
-def _starts_only(plan: Plan) -> Plan:
-    return plan.model_copy(
-        update={"actions": [a for a in plan.actions if isinstance(a, StartAction)]}
-    )
+def _independent_starts(view: ClusterView, plan: Plan) -> Plan:
+    """The plan's starts that owe nothing to its stops: none of the same model (a roll-out's
+    surge, a move) and none on a node a stop frees (preemption, room made). The others go out
+    with their stops, after them, as the actuator queues a plan."""
+    stops = [a for a in plan.actions if isinstance(a, StopAction)]
+    shards = {r.id: r.shards for r in view.snapshot.replicas}
+    models = {a.model for a in stops}
+    nodes = {s.node for a in stops for s in shards.get(a.replica, [])}
+    nodes |= {s.node for r in view.faults for s in shards.get(r, [])}
+    starts = [
+        a
+        for a in plan.actions
+        if isinstance(a, StartAction)
+        and a.model not in models
+        and not any(s.node in nodes for s in a.shards)
+    ]
+    return plan.model_copy(update={"actions": starts})
