@@ -10,6 +10,7 @@ as a busy Nomad would. Prints JSON; target p95 < 2 s at 5 changes/s.
 
     .venv/bin/python -m bench.actuation_lag --rates 5,50 --seconds 30
     .venv/bin/python -m bench.actuation_lag --source /tmp/old   # another checkout's scheduler
+    .venv/bin/python -m bench.actuation_lag --source /tmp/old --standins /tmp/old  # all of it
 """
 
 from __future__ import annotations
@@ -89,12 +90,13 @@ def serve_standins(n_gpus: int, latency_s: float, out: str) -> None:
 
 
 class _Cluster:
-    def __init__(self, n_gpus: int, latency_s: float) -> None:
+    def __init__(self, n_gpus: int, latency_s: float, source: Path) -> None:
         self.probe = tempfile.mktemp(suffix=".json")
+        env = {**os.environ, "PYTHONPATH": str(source)}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "bench.actuation_lag", "--serve", str(n_gpus), str(latency_s),
              self.probe],
-            cwd=ROOT, stdout=subprocess.PIPE, text=True,
+            cwd=source, env=env, stdout=subprocess.PIPE, text=True,
         )  # fmt: skip
         assert self.proc.stdout is not None
         urls = dict(self.proc.stdout.readline().split() for _ in range(2))
@@ -134,18 +136,29 @@ def _count_jobs(nomad_url: str) -> int:
 
 
 def run(
-    n_models: int, rates: list[float], seconds: float, latency_s: float, workers: int, source: Path
+    n_models: int,
+    rates: list[float],
+    seconds: float,
+    latency_s: float,
+    workers: int,
+    source: Path,
+    standins: Path = ROOT,
 ) -> dict[str, Any]:
-    cluster = _Cluster(n_models * 2 + 16, latency_s)
+    cluster = _Cluster(n_models * 2 + 16, latency_s, standins)
     host, port = cluster.consul_url.removeprefix("http://").split(":")
     kv = py_consul.Consul(host=host, port=int(port)).kv
+    # No scale-down window (issue 18): a down change stops the replica, so that every up
+    # change needs a new job (with the 300 s default a kept replica would answer the next up
+    # of its model, and the lag would be measured to some later registration).
     kv.put(PREFIX + "settings", json.dumps({"eviction_grace_s": 0, "min_lifetime_s": 0,
-                                            "preempt_hold_s": 0}))  # fmt: skip
+                                            "preempt_hold_s": 0,
+                                            "scale_down_window_s": 0}))  # fmt: skip
     models = [f"m{i:04d}" for i in range(n_models)]
     model = {
         "owner": "bench",
         "scaling": {"min": 0, "max": 2, "target_per_replica": 1},
         "profiles": [{"name": "one", "gpus": 1}],
+        "serve": {"source": "org/bench-model"},
     }
     for name in models:
         kv.put(PREFIX + "models/" + name, json.dumps(model))
@@ -214,6 +227,7 @@ def run(
         )
     return {
         "source": str(source),
+        "standins": str(standins),
         "models": n_models,
         "nomad_job_api_latency_s": latency_s,
         "actuation_workers": workers if workers >= 0 else "default",
@@ -235,9 +249,18 @@ def main() -> None:
     parser.add_argument("--nomad-latency", type=float, default=0.05)
     parser.add_argument("--workers", type=int, default=-1, help="-1: the service's default")
     parser.add_argument("--source", default=str(ROOT), help="checkout whose scheduler runs")
+    parser.add_argument("--standins", default=str(ROOT), help="checkout whose stand-ins run")
     args = parser.parse_args()
     rates = [float(r) for r in args.rates.split(",")]
-    out = run(args.models, rates, args.seconds, args.nomad_latency, args.workers, Path(args.source))
+    out = run(
+        args.models,
+        rates,
+        args.seconds,
+        args.nomad_latency,
+        args.workers,
+        Path(args.source),
+        Path(args.standins),
+    )
     print(json.dumps(out, indent=2))
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import uuid
 from typing import Any
 
@@ -77,7 +76,7 @@ def build_alloc(
         "JobID": job["ID"],
         "JobType": job["Type"],
         "JobVersion": job["Version"],
-        "Job": copy.deepcopy(job),
+        "Job": views.jcopy(job),
         "TaskGroup": group["Name"],
         "Resources": {
             "CPU": sum(t["Cpu"]["CpuShares"] for t in tasks.values()),

@@ -21,7 +21,7 @@ from llm_scheduler_standins.nomad.hcl import HclError, parse_job
 from llm_scheduler_standins.nomad.jobs import JobDecodeError, JobValidationError
 from llm_scheduler_standins.nomad.query import BadQuery, blocking_params, compile_filter, parse_bool
 from llm_scheduler_standins.nomad.state import CasError, Cluster
-from llm_scheduler_standins.nomad.views import alloc_stub, eval_stub
+from llm_scheduler_standins.nomad.views import eval_stub
 from llm_scheduler_standins.registry import CheckStatus, ServiceRegistry
 from llm_scheduler_standins.runner import RunningServer, serve_in_thread
 
@@ -262,9 +262,11 @@ class NomadStandin:
         deadline = time.monotonic() + wait + random.uniform(0, wait / 16)
         with self.cluster.feed.subscribe() as sub:
             while True:
-                index, body = read()
                 remaining = deadline - time.monotonic()
-                if index != min_index or remaining <= 0:
+                # Every write wakes every waiter: the body is built only for the answer (a
+                # watcher of a table that did not move pays an index lookup, not a listing).
+                if self.cluster.table_index(*tables) != min_index or remaining <= 0:
+                    index, body = read()
                     return _json(body, index)
                 await sub.wait(remaining)
 
@@ -360,12 +362,7 @@ class NomadStandin:
         keep = compile_filter(params.get("filter"))
 
         def compute() -> list[dict[str, Any]]:
-            stubs = [
-                self.cluster.job_stub(j, meta=meta)
-                for j in self.cluster.jobs(namespace)
-                if j["ID"].startswith(prefix)
-            ]
-            return [s for s in stubs if keep(s)]
+            return [s for s in self.cluster.job_stubs(namespace, prefix, meta=meta) if keep(s)]
 
         return await self._blocking(request, ("jobs", "allocs", "evals"), compute)
 
@@ -441,8 +438,7 @@ class NomadStandin:
         namespace, job_id = self._job_or_404(request)
 
         def compute() -> Any:
-            job = self.cluster.job(namespace, job_id)
-            return self.cluster.job_stub(job, meta=False)["JobSummary"] if job else None
+            return self.cluster.job_summary(namespace, job_id)
 
         return await self._blocking(request, ("jobs", "allocs", "evals"), compute)
 
@@ -460,10 +456,7 @@ class NomadStandin:
         return await self._blocking(
             request,
             ("allocs",),
-            lambda: [
-                alloc_stub(a, resources=False, task_states=True)
-                for a in self.cluster.allocs(namespace=namespace, job_id=job_id)
-            ],
+            lambda: self.cluster.alloc_stubs(namespace=namespace, job_id=job_id),
         )
 
     async def _job_evals(self, request: Request) -> Response:
@@ -525,10 +518,12 @@ class NomadStandin:
             ("allocs",),
             lambda: [
                 s
-                for s in (
-                    alloc_stub(a, resources=resources, task_states=task_states)
-                    for a in self.cluster.allocs(namespace=namespace, prefix=prefix)
-                    if visible(a["Namespace"])
+                for s in self.cluster.alloc_stubs(
+                    namespace=namespace,
+                    prefix=prefix,
+                    resources=resources,
+                    task_states=task_states,
+                    keep=visible,
                 )
                 if keep(s)
             ],
@@ -602,11 +597,7 @@ class NomadStandin:
         return await self._blocking(
             request,
             ("allocs",),
-            lambda: [
-                alloc_stub(a, resources=False, task_states=True)
-                for a in self.cluster.allocs()
-                if a["EvalID"] == eval_id
-            ],
+            lambda: self.cluster.alloc_stubs(eval_id=eval_id),
         )
 
     # ------------------------------------------------------------ events

@@ -6,7 +6,6 @@ timers) and apply them before releasing it, so Consul sees them in the order the
 
 from __future__ import annotations
 
-import copy
 import json
 import random
 import threading
@@ -18,10 +17,10 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from llm_scheduler_standins.fleet_model import Node
-from llm_scheduler_standins.nomad import deployments, views
+from llm_scheduler_standins.nomad import deployments, gc, views
 from llm_scheduler_standins.nomad.allocs import build_alloc, service_instances
 from llm_scheduler_standins.nomad.events import EventLog
-from llm_scheduler_standins.nomad.fingerprint import device_groups
+from llm_scheduler_standins.nomad.fingerprint import DeviceGroup, device_groups
 from llm_scheduler_standins.nomad.jobs import JobValidationError, canonicalize, validate
 from llm_scheduler_standins.nomad.nodes import MHZ_PER_CORE, NodeRecord, node_full, node_stub
 from llm_scheduler_standins.nomad.placement import Metrics, NodeView, claim, place
@@ -46,6 +45,16 @@ _SERVER_FIELDS = (
     "Stop",
 )
 TABLES = ("nodes", "jobs", "allocs", "evals", "deployments")
+# An allocation's ClientStatus -> its bin in the job summary (state_store.go
+# updateSummaryWithAlloc).
+_SUMMARY_BINS = {
+    "pending": "Starting",
+    "running": "Running",
+    "complete": "Complete",
+    "failed": "Failed",
+    "lost": "Lost",
+}
+_SUMMARY_KEYS = ("Queued", "Complete", "Failed", "Running", "Starting", "Lost", "Unknown")
 
 
 class CasError(ValueError):
@@ -89,12 +98,15 @@ class Cluster:
         health_time_scale: float = 0.0,
         initial_check: CheckStatus = "passing",
         model_servers: ModelServers | None = None,
+        eval_gc_threshold_s: float = gc.EVAL_GC_THRESHOLD_S,
+        eval_gc_interval_s: float = gc.EVAL_GC_INTERVAL_S,
     ) -> None:
         """`reserved`: node id (or "*" for all) -> (CPU MHz, memory MiB) the client keeps
         back; `short_devices`: emulate Nomad 1.9.0-1.11.0 placing fewer instances than asked;
         `health_time_scale`: > 0 runs allocation health and deployments on Nomad's clock times
         this factor (min_healthy_time, healthy_deadline, progress_deadline), 0 makes a running
-        allocation healthy at once; `initial_check`: the status a new service check starts in."""
+        allocation healthy at once; `initial_check`: the status a new service check starts in;
+        `eval_gc_*`: the server's eval_gc_threshold and how often its GC runs (see gc.py)."""
         ids = [n.id for n in fleet]
         dupes = sorted({i for i in ids if ids.count(i) > 1})
         if dupes:
@@ -130,6 +142,24 @@ class Cluster:
         self._jobs: dict[tuple[str, str], dict[str, Any]] = {}
         self._allocs: dict[str, dict[str, Any]] = {}
         self._evals: dict[str, dict[str, Any]] = {}
+        # Indexes, as Nomad's state store has them (memdb indexes on job and status), so that
+        # a write or a listing costs what touches one job, not everything ever stored:
+        # (namespace, job id) -> its allocations / evaluations / deployments, oldest first.
+        self._allocs_of: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        self._evals_of: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        self._deployments_of: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        # Allocations not yet terminal and evaluations created blocked, in creation order.
+        # Terminal is for good and an evaluation is blocked only when created, so entries
+        # that left the state are dropped as they are met.
+        self._maybe_live: dict[str, dict[str, Any]] = {}
+        self._maybe_blocked: dict[str, dict[str, Any]] = {}
+        # Evaluation GC: what it reaped still counts in its job's summary, as in Nomad, whose
+        # summary is a table of counters the GC does not touch.
+        self.eval_gc_threshold_s = eval_gc_threshold_s
+        self.eval_gc_interval_s = eval_gc_interval_s
+        self._last_gc = time.monotonic()
+        self._reaped: dict[tuple[str, str], dict[str, dict[str, int]]] = {}
+        self._fingerprints: dict[str, tuple[Any, dict[str, str], dict[str, str], list[Any]]] = {}
         self._services: dict[str, list[str]] = {}  # alloc id -> registered service ids
         self._timers: dict[str, threading.Timer] = {}
         self._closed = False
@@ -161,6 +191,7 @@ class Cluster:
         """Run effects while still holding the lock, so that Consul sees registrations and
         deregistrations in the order the state changed (the registry never calls back)."""
         effects.merge(self._drain_tick())
+        self._maybe_gc()
         self.events.flush()
         self.feed.notify()
         if self.registry is not None:
@@ -301,9 +332,7 @@ class Cluster:
         """
         strategy = record.drain_strategy or {}
         node_id = record.node.id
-        on_node = [
-            a for a in self._allocs.values() if a["NodeID"] == node_id and not is_terminal(a)
-        ]
+        on_node = [a for a in self._live_allocs() if a["NodeID"] == node_id]
         system = [a for a in on_node if a["JobType"] in ("system", "sysbatch")]
         others = [a for a in on_node if a not in system]
         chosen: list[dict[str, Any]] = []
@@ -390,8 +419,8 @@ class Cluster:
         """A node that went down loses its allocations; their jobs get replacements."""
         effects = Effects()
         jobs: dict[tuple[str, str], dict[str, Any]] = {}
-        for alloc in self._allocs.values():
-            if alloc["NodeID"] == node_id and not is_terminal(alloc):
+        for alloc in self._live_allocs():
+            if alloc["NodeID"] == node_id:
                 alloc["DesiredStatus"] = "stop"
                 alloc["DesiredDescription"] = "alloc is lost since its node is down"
                 self._finish(alloc, "lost", effects)
@@ -420,10 +449,10 @@ class Cluster:
         self.events.emit("Node", "NodeEvent", record.node.id, "", node_full(record), self._index)
 
     def _job_event(self, job: dict[str, Any], kind: str) -> None:
-        self.events.emit("Job", kind, job["ID"], job["Namespace"], copy.deepcopy(job), self._index)
+        self.events.emit("Job", kind, job["ID"], job["Namespace"], views.jcopy(job), self._index)
 
     def _alloc_event(self, alloc: dict[str, Any]) -> None:
-        payload = {k: copy.deepcopy(v) for k, v in alloc.items() if k != "Job"}
+        payload = {k: views.jcopy(v) for k, v in alloc.items() if k != "Job"}
         self.events.emit(
             "Allocation", "AllocationUpdated", alloc["ID"], alloc["Namespace"], payload, self._index
         )
@@ -434,7 +463,7 @@ class Cluster:
             "EvaluationUpdated",
             evaluation["ID"],
             evaluation["Namespace"],
-            copy.deepcopy(evaluation),
+            views.jcopy(evaluation),
             self._index,
         )
 
@@ -545,25 +574,45 @@ class Cluster:
     def job(self, namespace: str, job_id: str) -> dict[str, Any] | None:
         with self._lock:
             job = self._jobs.get((namespace, job_id))
-            return copy.deepcopy(job) if job else None
+            return views.jcopy(job) if job else None
 
     def jobs(self, namespace: str = "*") -> list[dict[str, Any]]:
         with self._lock:
             return [
-                copy.deepcopy(j)
+                views.jcopy(j)
                 for (ns, _), j in sorted(self._jobs.items())
                 if namespace in ("*", ns)
             ]
 
+    def job_stubs(
+        self, namespace: str = "*", prefix: str = "", *, meta: bool
+    ) -> list[dict[str, Any]]:
+        """GET /v1/jobs: one stub per job, built from the live state without copying whole
+        jobs (a listing under churn must not cost every job's full spec)."""
+        with self._lock:
+            return [
+                self._job_stub(j, meta=meta)
+                for (ns, jid), j in sorted(self._jobs.items())
+                if namespace in ("*", ns) and jid.startswith(prefix)
+            ]
+
+    def job_summary(self, namespace: str, job_id: str) -> dict[str, Any] | None:
+        with self._lock:
+            job = self._jobs.get((namespace, job_id))
+            return None if job is None else self._summary(job)
+
     def job_stub(self, job: dict[str, Any], *, meta: bool) -> dict[str, Any]:
         with self._lock:
-            summary = self._summary(job)
+            return self._job_stub(job, meta=meta)
+
+    def _job_stub(self, job: dict[str, Any], *, meta: bool) -> dict[str, Any]:
+        summary = self._summary(job)
         stub = {
             "ID": job["ID"],
             "ParentID": job.get("ParentID", ""),
             "Name": job["Name"],
             "Namespace": job["Namespace"],
-            "Datacenters": job["Datacenters"],
+            "Datacenters": views.jcopy(job["Datacenters"]),
             "NodePool": job["NodePool"],
             "Multiregion": None,
             "Type": job["Type"],
@@ -580,33 +629,22 @@ class Cluster:
             "SubmitTime": job["SubmitTime"],
         }
         if meta:
-            stub["Meta"] = job.get("Meta")
+            stub["Meta"] = views.jcopy(job.get("Meta"))
         return stub
 
     def _summary(self, job: dict[str, Any]) -> dict[str, Any]:
         groups: dict[str, dict[str, int]] = {}
         for group in job["TaskGroups"]:
-            groups[group["Name"]] = dict.fromkeys(
-                ("Queued", "Complete", "Failed", "Running", "Starting", "Lost", "Unknown"), 0
-            )
+            groups[group["Name"]] = dict.fromkeys(_SUMMARY_KEYS, 0)
         for alloc in self._job_allocs(job):
-            counts = groups.setdefault(
-                alloc["TaskGroup"],
-                dict.fromkeys(
-                    ("Queued", "Complete", "Failed", "Running", "Starting", "Lost", "Unknown"), 0
-                ),
-            )
-            status = alloc["ClientStatus"]
-            key = {
-                "pending": "Starting",
-                "running": "Running",
-                "complete": "Complete",
-                "failed": "Failed",
-                "lost": "Lost",
-            }.get(status, "Unknown")
-            counts[key] += 1
-        for evaluation in self._evals.values():
-            if evaluation["JobID"] == job["ID"] and evaluation["Status"] == "blocked":
+            counts = groups.setdefault(alloc["TaskGroup"], dict.fromkeys(_SUMMARY_KEYS, 0))
+            counts[_SUMMARY_BINS.get(alloc["ClientStatus"], "Unknown")] += 1
+        for tg, bins in self._reaped.get((job["Namespace"], job["ID"]), {}).items():
+            counts = groups.setdefault(tg, dict.fromkeys(_SUMMARY_KEYS, 0))
+            for name, n in bins.items():
+                counts[name] += n
+        for evaluation in self._evals_of.get((job["Namespace"], job["ID"]), ()):
+            if evaluation["Status"] == "blocked":
                 for tg, queued in (evaluation.get("QueuedAllocations") or {}).items():
                     if tg in groups:
                         groups[tg]["Queued"] = queued
@@ -620,11 +658,40 @@ class Cluster:
         }
 
     def _job_allocs(self, job: dict[str, Any]) -> list[dict[str, Any]]:
-        return [
-            a
-            for a in self._allocs.values()
-            if a["JobID"] == job["ID"] and a["Namespace"] == job["Namespace"]
-        ]
+        return list(self._allocs_of.get((job["Namespace"], job["ID"]), ()))
+
+    def _maybe_gc(self) -> None:
+        """Reap old terminal evaluations and allocations (gc.py), every eval_gc_interval_s."""
+        now = time.monotonic()
+        if now - self._last_gc < self.eval_gc_interval_s:
+            return
+        self._last_gc = now
+        cutoff = views.now_ns() - int(self.eval_gc_threshold_s * 1e9)
+        evals, allocs = gc.collectable(
+            list(self._evals.values()), list(self._allocs.values()), self._jobs, cutoff
+        )
+        if not evals and not allocs:
+            return
+        for alloc_id in allocs:
+            alloc = self._allocs.pop(alloc_id)
+            key = (alloc["Namespace"], alloc["JobID"])
+            self._allocs_of[key].remove(alloc)
+            bins = self._reaped.setdefault(key, {}).setdefault(alloc["TaskGroup"], {})
+            status = _SUMMARY_BINS.get(alloc["ClientStatus"], "Unknown")
+            bins[status] = bins.get(status, 0) + 1
+            for table in (self._check_status, self._health_deadline, self._maybe_live):
+                table.pop(alloc_id, None)
+        for eval_id in evals:
+            evaluation = self._evals.pop(eval_id)
+            self._evals_of[(evaluation["Namespace"], evaluation["JobID"])].remove(evaluation)
+            self._maybe_blocked.pop(eval_id, None)
+        self._bump("evals", "allocs")  # Eval.Reap is a Raft write
+
+    def _live_allocs(self) -> list[dict[str, Any]]:
+        """Allocations not terminal, oldest first (what holds resources on the nodes)."""
+        for alloc_id in [i for i, a in self._maybe_live.items() if is_terminal(a)]:
+            del self._maybe_live[alloc_id]
+        return list(self._maybe_live.values())
 
     def _refresh_status(self, job: dict[str, Any]) -> None:
         allocs = self._job_allocs(job)
@@ -639,18 +706,31 @@ class Cluster:
 
     # ------------------------------------------------------------ scheduling
 
+    def _fingerprint(
+        self, record: NodeRecord
+    ) -> tuple[dict[str, str], dict[str, str], list[DeviceGroup]]:
+        """A node's attributes, meta and device groups for placement, made once per node and
+        device health (they change with nothing else; placement only reads them)."""
+        health = tuple(sorted(record.health.items()))
+        cached = self._fingerprints.get(record.node.id)
+        if cached is None or cached[0] != health:
+            cached = (health, record.attributes(), record.meta(), record.groups())
+            self._fingerprints[record.node.id] = cached
+        return cached[1], cached[2], cached[3]
+
     def _views(self) -> list[NodeView]:
         result = []
         for record in sorted(self._nodes.values(), key=lambda r: r.node.name):
+            attributes, meta, groups = self._fingerprint(record)
             view = NodeView(
                 node=record.node,
                 node_class=record.node_class,
                 status=record.status,
                 eligible=record.eligible,
                 region=self.region,
-                attributes=record.attributes(),
-                meta=record.meta(),
-                groups=record.groups(),
+                attributes=attributes,
+                meta=meta,
+                groups=groups,
                 cpu_shares=int(record.node.cpu_cores) * MHZ_PER_CORE,
                 mhz_per_core=MHZ_PER_CORE,
                 memory_mb=int(record.node.memory_gb * 1024),
@@ -660,9 +740,9 @@ class Cluster:
             )
             result.append(view)
         by_id = {v.node.id: v for v in result}
-        for alloc in self._allocs.values():
+        for alloc in self._live_allocs():
             holder = by_id.get(alloc["NodeID"])
-            if holder is None or is_terminal(alloc):
+            if holder is None:
                 continue
             view = holder
             res = alloc["AllocatedResources"]
@@ -688,14 +768,10 @@ class Cluster:
         index = self._bump("evals")
         if evaluation is None:
             evaluation = views.empty_eval(str(uuid.uuid4()), job, triggered_by, index)
-            self._evals[evaluation["ID"]] = evaluation
+            self._add_eval(evaluation)
             # A new evaluation supersedes the job's blocked one.
-            for other in self._evals.values():
-                if (
-                    other["JobID"] == job["ID"]
-                    and other["Namespace"] == job["Namespace"]
-                    and other["Status"] == "blocked"
-                ):
+            for other in self._evals_of[(job["Namespace"], job["ID"])]:
+                if other["Status"] == "blocked":
                     other["Status"] = "canceled"
                     other["StatusDescription"] = "evaluation superseded by a newer one"
                     other["ModifyIndex"] = index
@@ -722,10 +798,10 @@ class Cluster:
                 Status="blocked",
                 StatusDescription="created to place remaining allocations",
                 PreviousEval=evaluation["ID"],
-                FailedTGAllocs=copy.deepcopy(failed),
-                QueuedAllocations=copy.deepcopy(evaluation["QueuedAllocations"]),
+                FailedTGAllocs=views.jcopy(failed),
+                QueuedAllocations=views.jcopy(evaluation["QueuedAllocations"]),
             )
-            self._evals[blocked["ID"]] = blocked
+            self._add_eval(blocked)
             evaluation["BlockedEval"] = blocked["ID"]
             self._eval_event(blocked)
         self._eval_event(evaluation)
@@ -799,8 +875,9 @@ class Cluster:
     def _unblock(self) -> Effects:
         """Room may have appeared: run blocked evaluations again."""
         effects = Effects()
-        for evaluation in list(self._evals.values()):
+        for evaluation in list(self._maybe_blocked.values()):
             if evaluation["Status"] != "blocked":
+                del self._maybe_blocked[evaluation["ID"]]
                 continue
             job = self._jobs.get((evaluation["Namespace"], evaluation["JobID"]))
             if job is None or job["Stop"]:
@@ -811,12 +888,22 @@ class Cluster:
             self._refresh_status(job)
         return effects
 
+    def _add_eval(self, evaluation: dict[str, Any]) -> None:
+        self._evals[evaluation["ID"]] = evaluation
+        key = (evaluation["Namespace"], evaluation["JobID"])
+        self._evals_of.setdefault(key, []).append(evaluation)
+        if evaluation["Status"] == "blocked":
+            self._maybe_blocked[evaluation["ID"]] = evaluation
+
     def _add_alloc(self, alloc: dict[str, Any], effects: Effects) -> None:
         dep = self._active_deployment(alloc["Namespace"], alloc["JobID"])
         if dep is not None and alloc["TaskGroup"] in dep["TaskGroups"]:
             alloc["DeploymentID"] = dep["ID"]
             dep["TaskGroups"][alloc["TaskGroup"]]["PlacedAllocs"] += 1
         self._allocs[alloc["ID"]] = alloc
+        self._allocs_of.setdefault((alloc["Namespace"], alloc["JobID"]), []).append(alloc)
+        if not is_terminal(alloc):
+            self._maybe_live[alloc["ID"]] = alloc
         self._alloc_event(alloc)
         effects.start_later.append(alloc["ID"])
 
@@ -873,9 +960,7 @@ class Cluster:
 
     def _active_deployment(self, namespace: str, job_id: str) -> dict[str, Any] | None:
         found = [
-            d
-            for d in self._deployments.values()
-            if d["Namespace"] == namespace and d["JobID"] == job_id and d["Status"] == "running"
+            d for d in self._deployments_of.get((namespace, job_id), ()) if d["Status"] == "running"
         ]
         return max(found, key=lambda d: d["CreateIndex"]) if found else None
 
@@ -895,6 +980,7 @@ class Cluster:
             return
         dep = deployments.new_deployment(str(uuid.uuid4()), job, self._bump("deployments"))
         self._deployments[dep["ID"]] = dep
+        self._deployments_of.setdefault((dep["Namespace"], dep["JobID"]), []).append(dep)
         progress = deployments.progress_deadline_s(job)
         if progress > 0 and self.health_time_scale > 0:
             self._progress_at[dep["ID"]] = time.monotonic()
@@ -969,7 +1055,7 @@ class Cluster:
     def deployments(self, *, namespace: str, job_id: str | None = None) -> list[dict[str, Any]]:
         with self._lock:
             found = [
-                copy.deepcopy(d)
+                views.jcopy(d)
                 for d in self._deployments.values()
                 if namespace in ("*", d["Namespace"]) and job_id in (None, d["JobID"])
             ]
@@ -979,7 +1065,7 @@ class Cluster:
     def deployment(self, dep_id: str) -> dict[str, Any] | None:
         with self._lock:
             dep = self._deployments.get(dep_id)
-            return copy.deepcopy(dep) if dep else None
+            return views.jcopy(dep) if dep else None
 
     def _serve_model(self, alloc: dict[str, Any]) -> None:
         """Start a stand-in model server for an allocation whose group has an `http` port and a
@@ -1115,7 +1201,7 @@ class Cluster:
     def alloc(self, alloc_id: str) -> dict[str, Any] | None:
         with self._lock:
             alloc = self._allocs.get(alloc_id)
-            return copy.deepcopy(alloc) if alloc else None
+            return views.jcopy(alloc) if alloc else None
 
     def allocs(
         self,
@@ -1126,16 +1212,46 @@ class Cluster:
         prefix: str = "",
     ) -> list[dict[str, Any]]:
         with self._lock:
-            found = [
-                a
-                for a in self._allocs.values()
-                if namespace in ("*", a["Namespace"])
-                and (job_id is None or a["JobID"] == job_id)
-                and (node_id is None or a["NodeID"] == node_id)
-                and a["ID"].startswith(prefix)
+            return views.jcopy(self._find_allocs(namespace, job_id, node_id, prefix))
+
+    def alloc_stubs(
+        self,
+        *,
+        namespace: str = "*",
+        job_id: str | None = None,
+        prefix: str = "",
+        eval_id: str | None = None,
+        resources: bool = False,
+        task_states: bool = True,
+        keep: Callable[[str], bool] = lambda _: True,
+    ) -> list[dict[str, Any]]:
+        """Allocation listings: only the stub's fields are copied, never the whole allocation
+        with its job. `keep` says which namespaces the caller may read."""
+        with self._lock:
+            return [
+                views.alloc_stub(a, resources=resources, task_states=task_states)
+                for a in self._find_allocs(namespace, job_id, None, prefix)
+                if keep(a["Namespace"]) and eval_id in (None, a["EvalID"])
             ]
-            found.sort(key=lambda a: (a["CreateIndex"], a["ID"]), reverse=True)
-            return copy.deepcopy(found)
+
+    def _find_allocs(
+        self, namespace: str, job_id: str | None, node_id: str | None, prefix: str
+    ) -> list[dict[str, Any]]:
+        """Newest first, as Nomad lists them."""
+        if job_id is not None and namespace != "*":
+            candidates: Any = self._allocs_of.get((namespace, job_id), ())
+        else:
+            candidates = self._allocs.values()
+        found = [
+            a
+            for a in candidates
+            if namespace in ("*", a["Namespace"])
+            and (job_id is None or a["JobID"] == job_id)
+            and (node_id is None or a["NodeID"] == node_id)
+            and a["ID"].startswith(prefix)
+        ]
+        found.sort(key=lambda a: (a["CreateIndex"], a["ID"]), reverse=True)
+        return found
 
     # ------------------------------------------------------------ evaluations
 
@@ -1144,7 +1260,7 @@ class Cluster:
             evaluation = self._evals.get(eval_id)
             if evaluation is None:
                 return None
-            result = copy.deepcopy(evaluation)
+            result = views.jcopy(evaluation)
             related = [
                 e
                 for e in self._evals.values()
@@ -1157,9 +1273,13 @@ class Cluster:
         self, *, namespace: str = "*", job_id: str | None = None
     ) -> list[dict[str, Any]]:
         with self._lock:
+            if job_id is not None and namespace != "*":
+                candidates: Any = self._evals_of.get((namespace, job_id), ())
+            else:
+                candidates = self._evals.values()
             found = [
-                copy.deepcopy(e)
-                for e in self._evals.values()
+                views.jcopy(e)
+                for e in candidates
                 if namespace in ("*", e["Namespace"]) and (job_id is None or e["JobID"] == job_id)
             ]
         found.sort(key=lambda e: e["CreateIndex"], reverse=True)

@@ -92,12 +92,26 @@ def task_state(state: str, events: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def jcopy(value: Any) -> Any:
+    """A deep copy of JSON-shaped state (dicts, lists, scalars), several times faster than
+    copy.deepcopy, which listings and events pay for every object they hand out."""
+    kind = type(value)
+    if kind is dict:
+        return {k: jcopy(v) for k, v in value.items()}
+    if kind is list:
+        return [jcopy(v) for v in value]
+    if kind in (str, int, float, bool) or value is None:
+        return value
+    return copy.deepcopy(value)
+
+
 def alloc_stub(alloc: dict[str, Any], *, resources: bool, task_states: bool) -> dict[str, Any]:
-    stub = {key: copy.deepcopy(alloc.get(key)) for key in _STUB_KEYS}
+    stub = {
+        key: jcopy(alloc.get(key)) if task_states or key != "TaskStates" else None
+        for key in _STUB_KEYS
+    }
     if resources:
-        stub["AllocatedResources"] = copy.deepcopy(alloc.get("AllocatedResources"))
-    if not task_states:
-        stub["TaskStates"] = None
+        stub["AllocatedResources"] = jcopy(alloc.get("AllocatedResources"))
     return stub
 
 

@@ -7,8 +7,10 @@ of that key (if this process saw one) stands in for it.
 
 from __future__ import annotations
 
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -29,6 +31,8 @@ from scheduler.adapters.kv_layout import KVLayout
 from scheduler.adapters.nomad_api import NomadAPI, NomadError
 from scheduler.adapters.nomad_faults import RefusalMemory, refusal, short_allocation
 from scheduler.adapters.nomad_jobs import (
+    MODEL_META,
+    REPLICA_META,
     OwnedJob,
     alloc_devices,
     alloc_live,
@@ -68,6 +72,74 @@ log = structlog.get_logger("llm-scheduler.snapshot")
 
 class ReadFailed(Exception):
     """Nomad, Consul or the demand source could not be read; nothing may be decided."""
+
+
+# The Nomad listings a snapshot is made of. The service's watches ask exactly these, so that a
+# pass can take what a watch last fetched instead of asking again (see Listings).
+NODES = "nomad-nodes"
+JOBS = "nomad-jobs"
+ALLOCATIONS = "nomad-allocations"
+LISTINGS: dict[str, tuple[str, dict[str, str]]] = {
+    NODES: ("/v1/nodes", {}),
+    # meta: each stub carries its job's Meta (Nomad 1.7+; older servers leave it out), so a
+    # job that was only stopped needs no second read.
+    JOBS: ("/v1/jobs", {"prefix": "llm-", "meta": "true"}),
+    ALLOCATIONS: (
+        "/v1/allocations",
+        {"resources": "true", "namespace": "*", "task_states": "false"},
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Listing:
+    """One listing as Nomad answered it: body, X-Nomad-Index, and when it was asked for."""
+
+    body: Any
+    index: int
+    asked_at: float  # time.monotonic() when the request went out
+    got_at: float  # ... and when the answer came
+
+
+class Listings:
+    """The latest answer of each Nomad watch (a blocking query on a listing).
+
+    A watch is answered as soon as its listing changes and asks again at once, so its latest
+    answer is the listing as Nomad has it, short of a change on its way back, which wakes
+    another pass anyway. A pass that takes it saves a round trip and Nomad the work of
+    answering twice: under churn, and with a slow Nomad, that is most of a pass. A watch that
+    failed forgets its answer, and one whose question has been open longer than `max_age_s`
+    (its HTTP timeout: a hung connection) is not used: the pass reads.
+    """
+
+    def __init__(self, max_age_s: float) -> None:
+        self.max_age_s = max_age_s
+        self._lock = threading.Lock()
+        self._latest: dict[str, Listing] = {}
+        self._asking: dict[str, float] = {}  # name -> when its open question went out
+
+    def asking(self, name: str, since: float) -> None:
+        with self._lock:
+            self._asking[name] = since
+
+    def put(self, name: str, listing: Listing) -> None:
+        with self._lock:
+            self._latest[name] = listing
+
+    def forget(self, name: str) -> None:
+        with self._lock:
+            self._latest.pop(name, None)
+
+    def fresh(self, name: str, asked_after: float) -> Listing | None:
+        """The latest answer, unless it is too old or was asked for before `asked_after`."""
+        with self._lock:
+            listing = self._latest.get(name)
+            open_since = self._asking.get(name, 0.0)
+        if listing is None or listing.asked_at < asked_after:
+            return None
+        if time.monotonic() - max(open_since, listing.got_at) > self.max_age_s:
+            return None
+        return listing
 
 
 @dataclass
@@ -127,6 +199,13 @@ class ClusterView:
     # Replicas Nomad failed (placement refused, devices short) -> why: stopped and reported.
     faults: dict[str, str] = field(default_factory=dict)
     gone: Gone = field(default_factory=Gone)  # what went missing, for the state key
+    # The job listing this view was made from: when it was asked for (time.monotonic()) and
+    # its X-Nomad-Index. Registers and stops finished before the one, or written at or below
+    # the other, show in it (the actuator's overlay stops adding them).
+    jobs_asked_at: float = 0.0
+    jobs_index: int = 0
+    # Some listing came from a watch's latest answer rather than a read made by this build.
+    from_watches: bool = False
 
     @property
     def input_errors(self) -> list[str]:
@@ -233,8 +312,11 @@ class SnapshotBuilder:
         demand_source: DemandSource | None = None,
         signal_source: SignalSource | None = None,
         max_value_bytes: int = 64 * 1024,
+        listings: Listings | None = None,
     ) -> None:
         self.nomad = nomad
+        # What the service's watches last fetched; none for one-shot commands (they read).
+        self.listings = listings
         self.consul = consul_client
         self.layout = layout
         self.demand_source: DemandSource = demand_source or KVDemandSource()
@@ -242,7 +324,11 @@ class SnapshotBuilder:
         self._last = _LastGood()
         self._node_cache: dict[str, tuple[int, Node, float]] = {}  # id -> (index, node, MHz)
         self.refusals = RefusalMemory()
-        self._job_cache: dict[str, tuple[int, OwnedJob | None]] = {}
+        self._job_cache: dict[str, tuple[int, OwnedJob | None]] = {}  # id -> (JobModifyIndex, job)
+        # Registered by the actuator: id -> (JobModifyIndex, job, when).
+        self._learned: dict[str, tuple[int, OwnedJob, float]] = {}
+        self._learned_lock = threading.Lock()
+        self._queued: dict[str, bool] = {}  # job id -> its summary has allocations queued
         self._last_health: dict[str, set[str]] = {}
         self._listed: list[str] = []
         # Issue 18: the servers' signals, the last time each model's servers had work, and
@@ -259,9 +345,29 @@ class SnapshotBuilder:
 
     # ------------------------------------------------------------------ reads
 
-    def _nodes(self, usage: dict[str, Usage]) -> list[Node]:
+    def _list(self, name: str, asked_after: float) -> Listing:
+        """A listing of LISTINGS: a watch's latest answer when there is a fresh one asked for
+        after `asked_after`, else read now."""
+        if self.listings is not None:
+            cached = self.listings.fresh(name, asked_after)
+            if cached is not None:
+                return cached
+        path, params = LISTINGS[name]
+        asked = time.monotonic()
+        body, index = self.nomad.read(path, params)
+        return Listing(body, index, asked, time.monotonic())
+
+    def learn(self, body: dict[str, Any], job_modify_index: int) -> None:
+        """A job the actuator registered, at the JobModifyIndex Nomad answered: the listing
+        that shows it at that index needs no read of it (Nomad stores what it was sent)."""
+        owned = owned_job(body)
+        if owned is not None and job_modify_index > 0:
+            with self._learned_lock:
+                self._learned[owned.job_id] = (job_modify_index, owned, time.monotonic())
+
+    def _nodes(self, usage: dict[str, Usage], listing: Listing) -> list[Node]:
         """Nodes less their reserved resources and what other allocations hold on them."""
-        stubs = self.nomad.get("/v1/nodes")
+        stubs = listing.body
         listed: dict[str, int] = {}
         for stub in stubs or []:
             listed[str(stub["ID"])] = int(stub.get("ModifyIndex") or 0)
@@ -282,15 +388,31 @@ class SnapshotBuilder:
             del self._node_cache[gone]  # a node that left the cluster
         return sorted(nodes, key=lambda n: n.id)
 
-    def _jobs(self) -> list[OwnedJob]:
+    def _jobs(self, listing: Listing) -> list[OwnedJob]:
+        """Our jobs. A job's spec is read only when its JobModifyIndex moved (status changes
+        do not move it), and not when the actuator registered it at that index, nor when it was
+        only stopped (Stop set, the same model and replica in its Meta)."""
         out = []
         self._listed = []
         stale: dict[str, int] = {}
-        for stub in self.nomad.get("/v1/jobs", {"prefix": "llm-"}) or []:
-            jid, mod = str(stub["ID"]), int(stub.get("ModifyIndex") or 0)
+        stops: dict[str, bool] = {}
+        with self._learned_lock:
+            learned = dict(self._learned)
+        for stub in listing.body or []:
+            jid = str(stub["ID"])
+            mod = int(stub.get("JobModifyIndex") or stub.get("ModifyIndex") or 0)
+            stopped = bool(stub.get("Stop")) or stub.get("Status") == "dead"
             self._listed.append(jid)
+            self._queued[jid] = _queued(stub)
+            stops[jid] = stopped
             cached = self._job_cache.get(jid)
-            if cached is None or cached[0] != mod or mod == 0:
+            if jid in learned and learned[jid][0] == mod:
+                self._job_cache[jid] = (mod, learned[jid][1])
+            elif cached is not None and cached[0] == mod and mod != 0:
+                continue
+            elif stopped and _same_replica(cached, stub.get("Meta")):
+                self._job_cache[jid] = (mod, cached[1])  # type: ignore[index]
+            else:
                 stale[jid] = mod
         # Changed jobs are read a few at a time: under churn a slow Nomad would otherwise
         # cost one round trip per changed job, in series, in every pass.
@@ -299,21 +421,30 @@ class SnapshotBuilder:
             body = bodies[jid]
             self._job_cache[jid] = (mod, owned_job(body) if body else None)
         for jid in self._listed:
-            cached = self._job_cache[jid]
-            if cached[1] is not None:
-                out.append(cached[1])
+            owned = self._job_cache[jid][1]
+            if owned is not None:
+                # Stop and status come with every listing; the spec from the cache.
+                stopped = stops[jid] or owned.stopped
+                out.append(owned if owned.stopped == stopped else replace(owned, stopped=stopped))
         for gone in self._job_cache.keys() - set(self._listed):
             del self._job_cache[gone]  # a purged job: forget it
+        self._queued = {j: q for j, q in self._queued.items() if j in self._job_cache}
+        # A registered job this listing does not show yet waits for the next one (a while).
+        listed, too_old = set(self._listed), time.monotonic() - 300
+        with self._learned_lock:
+            for jid in [j for j, v in self._learned.items() if j in listed or v[2] < too_old]:
+                del self._learned[jid]
         return out
 
-    def _allocs(self, ours: set[str]) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Usage]]:
+    def _allocs(
+        self, ours: set[str], listing: Listing
+    ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Usage]]:
         """One listing of every namespace's allocations (read-job wherever they may be):
         our jobs' allocations by job id, and per node what the others hold."""
         own_ns = self.nomad.namespace or "default"
-        params = {"resources": "true", "namespace": "*", "task_states": "false"}
         by_job: dict[str, list[dict[str, Any]]] = {}
         usage: dict[str, Usage] = {}
-        for alloc in self.nomad.get("/v1/allocations", params) or []:
+        for alloc in listing.body or []:
             jid = str(alloc.get("JobID"))
             if alloc.get("Namespace", "default") == own_ns and jid in ours:
                 by_job.setdefault(jid, []).append(alloc)
@@ -325,8 +456,11 @@ class SnapshotBuilder:
         self, jobs: list[OwnedJob], allocs: dict[str, list[dict[str, Any]]], now: datetime
     ) -> dict[str, str]:
         """Replicas Nomad failed. Evaluations are read only for our jobs with no allocation
-        (placement pending or refused), so a steady cluster costs no extra reads."""
+        (placement pending or refused), so a steady cluster costs no extra reads, and only when
+        the job's summary has allocations queued (a refused placement leaves them there;
+        nomad/state/state_store.go nestedUpsertEval) or the listing carries no summary."""
         faults: dict[str, str] = {}
+        ask: list[OwnedJob] = []
         for job in jobs:
             if job.stopped:
                 continue
@@ -344,7 +478,14 @@ class SnapshotBuilder:
                     ]
                     self.refusals.remember([s for s in missing if s.gpus], True, now)
                 continue
-            refused = refusal(self.nomad.get(f"/v1/job/{job.job_id}/evaluations"))
+            if self._queued.get(job.job_id, True):
+                ask.append(job)
+        # A few at a time: under churn many new jobs may wait for their allocations at once.
+        answers = self._details.map(
+            lambda j: self.nomad.get(f"/v1/job/{j.job_id}/evaluations"), ask
+        )
+        for job, evaluations in zip(ask, answers, strict=True):
+            refused = refusal(evaluations)
             if refused is not None:
                 why, devices_only = refused
                 faults[job.replica] = f"placement refused by Nomad: {why}"
@@ -480,17 +621,25 @@ class SnapshotBuilder:
                 log.warning("model_retiring", model=name, reason="its key was deleted")
         return dict(self._gone.models)
 
-    def build(self, now: datetime) -> ClusterView:
+    def build(self, now: datetime, asked_after: float = 0.0) -> ClusterView:
+        """The snapshot as of now. A watch's listing asked for before `asked_after` (a
+        time.monotonic()) is not used: the caller needs something that happened since."""
+        started = time.monotonic()
         try:
-            # The KV listing and the job listing are independent: read them side by side.
-            # Allocations need our job ids, nodes what the other allocations hold.
-            with ThreadPoolExecutor(2, "snapshot-read") as pool:
+            # The KV listing and Nomad's three listings are independent: read them side by
+            # side (a slow Nomad costs one round trip, not three in a row).
+            with ThreadPoolExecutor(4, "snapshot-read") as pool:
                 listing = pool.submit(self._listing)
-                jobs = self._jobs()
-                allocs, usage = self._allocs({j.job_id for j in jobs})
+                allocs_listing = pool.submit(self._list, ALLOCATIONS, asked_after)
+                nodes_listing = pool.submit(self._list, NODES, asked_after)
+                jobs_listing = self._list(JOBS, asked_after)
+                jobs = self._jobs(jobs_listing)
+                allocs_read = allocs_listing.result()
+                allocs, usage = self._allocs({j.job_id for j in jobs}, allocs_read)
+                nodes_read = nodes_listing.result()
                 kv_index, entries = listing.result()
             faults = self._faults(jobs, allocs, now)
-            nodes = self.refusals.apply(self._nodes(usage), now)
+            nodes = self.refusals.apply(self._nodes(usage, nodes_read), now)
             cat = read_catalog(entries, self.layout, self.max_value_bytes)
             models, frozen, blocked = self._merge_catalog(cat)
             holds, preempted, saved = parse_state(entries, self.layout.holds)
@@ -563,4 +712,24 @@ class SnapshotBuilder:
             job_ids=set(self._listed),
             faults=faults,
             gone=Gone(dict(self._gone.models), dict(self._gone.demand)),
+            jobs_asked_at=jobs_listing.asked_at,
+            jobs_index=jobs_listing.index,
+            # A listing asked for before this build began is a watch's answer.
+            from_watches=any(x.asked_at < started for x in (jobs_listing, allocs_read, nodes_read)),
         )
+
+
+def _same_replica(cached: tuple[int, OwnedJob | None] | None, meta: Any) -> bool:
+    """The listing's Meta names the replica the cached spec is of (a job only stopped)."""
+    if cached is None or cached[1] is None or not isinstance(meta, dict):
+        return False
+    return meta.get(MODEL_META) == cached[1].model and meta.get(REPLICA_META) == cached[1].replica
+
+
+def _queued(stub: dict[str, Any]) -> bool:
+    """The stub's JobSummary has allocations queued, or the listing carries no summary."""
+    summary = (stub.get("JobSummary") or {}).get("Summary")
+    if not isinstance(summary, dict):
+        return True
+    counts = [(g or {}).get("Queued") if isinstance(g, dict) else None for g in summary.values()]
+    return any(not isinstance(n, int) or n > 0 for n in counts)

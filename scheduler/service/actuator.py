@@ -70,6 +70,13 @@ def _fingerprint(model: Model) -> str:
 class _Pending:
     action: StartAction | StopAction
     done_at: float | None = None  # time.monotonic() when its Nomad call returned
+    # The Nomad index its write was made at (the answer's JobModifyIndex); 0 when it wrote
+    # nothing (skipped), None when the call failed: it may or may not have been applied.
+    index: int | None = None
+
+
+# What a job's register or stop answered: the index of its write (see _Pending.index).
+Written = int | None
 
 
 class Actuator:
@@ -82,8 +89,12 @@ class Actuator:
         jobspec_dir: str | None = None,
         clock: Callable[[], float] = time.monotonic,
         workers: int = 8,
+        on_registered: Callable[[dict[str, Any], int], None] | None = None,
     ) -> None:
         self.nomad = nomad
+        # Told each job registered and the JobModifyIndex Nomad gave it (the snapshot builder,
+        # which then need not read it back).
+        self.on_registered = on_registered
         self.namespace = namespace
         self.images = images
         self.jobspec_dir = jobspec_dir
@@ -106,11 +117,18 @@ class Actuator:
         with self._lock:
             return sum(1 for p in self._pending.values() if p.done_at is None)
 
-    def overlay(self, snapshot: Snapshot, read_started: float) -> Snapshot:
-        """`snapshot` with what is in flight (or finished after its read began) applied."""
+    def overlay(self, snapshot: Snapshot, read_started: float, nomad_index: int = 0) -> Snapshot:
+        """`snapshot` with what is in flight (or finished after its read began) applied.
+
+        A finished action's effect shows in a job listing asked for after it returned, or in
+        one whose X-Nomad-Index (`nomad_index`) reached the index its write was made at.
+        """
         with self._lock:
-            for rid in [r for r, p in self._pending.items() if p.done_at is not None]:
-                if self._pending[rid].done_at < read_started:  # type: ignore[operator]
+            for rid, p in list(self._pending.items()):
+                if p.done_at is None:
+                    continue
+                shown = p.index is not None and nomad_index > 0 and p.index <= nomad_index
+                if shown or p.done_at < read_started:
                     del self._pending[rid]  # the read saw its effect
             pending = {rid: p.action for rid, p in self._pending.items()}
         if not pending:
@@ -138,6 +156,15 @@ class Actuator:
                 )
         return snapshot.model_copy(update={"replicas": replicas})
 
+    def unsettled_since(self) -> float:
+        """When the latest failed call returned (0.0: none waits): Nomad may or may not have
+        applied it, so only a listing asked for after that can say (see Listings)."""
+        with self._lock:
+            return max(
+                (p.done_at for p in self._pending.values() if p.done_at and p.index is None),
+                default=0.0,
+            )
+
     def drain(self, timeout: float | None = None) -> bool:
         """Wait for every queued action; True when none is left."""
         with self._lock:
@@ -151,16 +178,18 @@ class Actuator:
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
 
-    def _submit(self, key: str | None, work: Callable[[], None]) -> None:
+    def _submit(self, key: str | None, work: Callable[[], Written]) -> None:
         def run() -> None:
+            written: Written = None
             try:
-                work()
+                written = work()
             except Exception:  # a worker must never die silently
                 log.exception("action_crashed", replica=key)
             finally:
                 if key is not None:
                     with self._lock:
                         if key in self._pending:
+                            self._pending[key].index = written
                             self._pending[key].done_at = time.monotonic()
 
         if self._pool is None:
@@ -285,7 +314,7 @@ class Actuator:
                 self._purging.add(jid)
             self._submit(None, partial(self._purge, jid))
 
-    def _purge(self, jid: str) -> None:
+    def _purge(self, jid: str) -> Written:
         try:
             with tracer.start_as_current_span("nomad.deregister", attributes={"job": jid}):
                 self.nomad.deregister(jid, purge=True)
@@ -295,6 +324,7 @@ class Actuator:
         finally:
             with self._lock:
                 self._purging.discard(jid)
+        return None
 
     def _fail(self, view: ClusterView, hook: ActionHook) -> set[str]:
         """Stop the replicas Nomad failed (placement refused, devices short) and say why in
@@ -310,11 +340,11 @@ class Actuator:
             done.add(replica)
         return done
 
-    def _stop(self, view: ClusterView, action: StopAction, hook: ActionHook) -> None:
+    def _stop(self, view: ClusterView, action: StopAction, hook: ActionHook) -> Written:
         job = view.jobs.get(action.replica)
         if job is None or job.model != action.model:
             log.warning("stop_skipped", replica=action.replica, reason="no job of ours")
-            return
+            return 0
         attrs = {"model": action.model, "replica": action.replica}
         span_name = "preempt" if action.preempted_for else "stop"
         if action.preempted_for:
@@ -325,18 +355,19 @@ class Actuator:
                 with tracer.start_as_current_span(
                     "nomad.deregister", attributes={"job": job.job_id}
                 ):
-                    self.nomad.deregister(job.job_id, purge=False)
+                    answer = self.nomad.deregister(job.job_id, purge=False)
             except NomadError as exc:
                 with self._lock:
                     self.errors[action.model] = f"stop {action.replica}: {exc}"
                 log.error("stop_failed", job=job.job_id, error=str(exc))
                 hook(action, False, str(exc))
-                return
+                return None
         if action.preempted_for:
             with self._lock:
                 self.preempted[action.replica] = action.preempted_for
         log.info("stopped", job=job.job_id, model=action.model, reason=action.reason)
         hook(action, True, None)
+        return _write_index(answer)
 
     def _start(
         self,
@@ -344,16 +375,16 @@ class Actuator:
         models: dict[str, Model],
         action: StartAction,
         hook: ActionHook,
-    ) -> None:
+    ) -> Written:
         model = models.get(action.model)
         jid = job_id(action.model, action.replica)
         if model is None:
-            return
+            return 0
         if self._backing_off(model):
-            return  # its error stands in its status; retried when the backoff ends
+            return 0  # its error stands in its status; retried when the backoff ends
         if action.replica in view.jobs:
             log.info("start_skipped", job=jid, reason="replica already has a job")
-            return
+            return 0
         profile = model.profile(action.profile)
         attrs: dict[str, Any] = {
             "model": action.model,
@@ -371,7 +402,7 @@ class Actuator:
                 mine = owned_job(existing) if existing else None
                 if existing and (mine is None or not mine.stopped):
                     log.info("start_skipped", job=jid, reason="job already registered")
-                    return
+                    return 0
                 job = build_job(
                     self._template(model),
                     model,
@@ -381,17 +412,26 @@ class Actuator:
                     self.namespace,
                 )
                 with tracer.start_as_current_span("nomad.register", attributes={"job": jid}):
-                    self.nomad.register(job)
+                    answer = self.nomad.register(job)
             except (ModelUnservable, RenderError) as exc:
                 self._unservable(model, str(exc))
                 hook(action, False, str(exc))
-                return
-            except (NomadError, JobShapeError) as exc:
+                return 0
+            except JobShapeError as exc:
                 with self._lock:
                     self.errors[action.model] = f"start {action.replica}: {exc}"
                 log.error("start_failed", job=jid, model=action.model, error=str(exc))
                 hook(action, False, str(exc))
-                return
+                return 0
+            except NomadError as exc:
+                with self._lock:
+                    self.errors[action.model] = f"start {action.replica}: {exc}"
+                log.error("start_failed", job=jid, model=action.model, error=str(exc))
+                hook(action, False, str(exc))
+                return None
+        written = _write_index(answer)
+        if written and self.on_registered is not None:
+            self.on_registered(job, written)
         with self._lock:
             if not self.errors.get(action.model, "").startswith(FAILED_MARK):
                 self.errors.pop(action.model, None)  # a failed replica stays reported
@@ -405,6 +445,16 @@ class Actuator:
             reason=action.reason,
         )
         hook(action, True, None)
+        return written
+
+
+def _write_index(answer: Any) -> Written:
+    """The JobModifyIndex of a register's or deregister's answer (None when it has none)."""
+    try:
+        index = int((answer or {}).get("JobModifyIndex") or 0)
+    except (TypeError, ValueError, AttributeError):
+        return None
+    return index or None
 
 
 def now_utc() -> datetime:

@@ -8,6 +8,9 @@ service.stop()
 Safety rules (what the service does when its inputs are bad or missing):
 - Nomad, Consul or the demand source unreadable: the pass ends before deciding; no start,
   no stop, no status write, until a full read succeeds (ReadFailed).
+- Nomad's listings come from the watches' latest answers (whole listings, current as of their
+  index; a failed watch forgets its answer). A pass that would stop anything reads them again
+  first and acts on those, so no stop rests on a read Nomad did not answer just now.
 - A model whose KV value (or demand value) turns invalid is "frozen": the last good value this
   process saw stands in for it, its replicas are never stopped, and the error goes to its
   status key. After a restart with no good value seen, its replicas are still kept.
@@ -22,6 +25,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -32,7 +36,17 @@ from scheduler.adapters.catalog import GENERAL
 from scheduler.adapters.consul_kv import CONSUL_ERRORS, ConsulError, make_consul
 from scheduler.adapters.kv_layout import KVLayout
 from scheduler.adapters.nomad_api import NomadAPI
-from scheduler.adapters.snapshot_builder import ClusterView, ReadFailed, SnapshotBuilder
+from scheduler.adapters.snapshot_builder import (
+    ALLOCATIONS,
+    JOBS,
+    LISTINGS,
+    NODES,
+    ClusterView,
+    Listing,
+    Listings,
+    ReadFailed,
+    SnapshotBuilder,
+)
 from scheduler.adapters.status_writer import StatusWriter, status_record
 from scheduler.core.decide import decide
 from scheduler.core.models import Plan, Replica, StartAction, StopAction, rfc3339, to_json
@@ -69,6 +83,8 @@ class Service:
             demand_source=demand_source(config),
             signal_source=signal_source(config),
             max_value_bytes=config.max_value_bytes,
+            # A watch answers at least once per wait; an answer older than that is not used.
+            listings=Listings(max_age_s=config.http_timeout(config.watch_wait_s)),
         )
         self.actuator = Actuator(
             self.nomad,
@@ -76,6 +92,7 @@ class Service:
             images={"vllm": config.image_vllm, "sglang": config.image_sglang},
             jobspec_dir=config.jobspec_dir,
             workers=config.actuation_workers,
+            on_registered=self.builder.learn,
         )
         self.status = StatusWriter(self.consul, self.layout)
         self.plugins = placement_plugins()
@@ -175,8 +192,27 @@ class Service:
                 self.consul, prefix, index=index, wait_s=wait, margin_s=margin
             )[0]
 
-        def nomad(path: str) -> Any:
-            return lambda index: self.nomad.read(path, index=index, wait_s=wait, margin_s=margin)[1]
+        listings = self.builder.listings
+        assert listings is not None
+
+        def nomad(name: str) -> Any:
+            """Watch one of the snapshot's listings and keep each answer for the next pass."""
+            path, params = LISTINGS[name]
+
+            def fetch(index: int) -> int:
+                asked = time.monotonic()
+                listings.asking(name, asked)
+                try:
+                    body, new = self.nomad.read(
+                        path, params, index=index, wait_s=wait, margin_s=margin
+                    )
+                except Exception:
+                    listings.forget(name)  # the pass reads it, and fails if it cannot
+                    raise
+                listings.put(name, Listing(body, new, asked, time.monotonic()))
+                return new
+
+            return fetch
 
         def health(index: int) -> int:
             kwargs: dict[str, Any] = {}
@@ -194,9 +230,9 @@ class Service:
             "demand": kv(self.layout.demand),
             "settings": kv(self.layout.settings),
             "gpu-reports": kv(self.layout.nodes),
-            "nomad-nodes": nomad("/v1/nodes"),
-            "nomad-allocations": nomad("/v1/allocations"),
-            "nomad-jobs": nomad("/v1/jobs"),
+            NODES: nomad(NODES),
+            ALLOCATIONS: nomad(ALLOCATIONS),
+            JOBS: nomad(JOBS),
             "consul-health": health,
         }
         return [
@@ -273,27 +309,26 @@ class Service:
     def run_pass(self) -> Plan | None:
         started = time.perf_counter()
         with tracer.start_as_current_span("pass") as span:
-            now = datetime.now(UTC)
-            read_started = time.monotonic()
-            try:
-                with tracer.start_as_current_span("snapshot"):
-                    view = self.builder.build(now)
-            except ReadFailed as exc:
-                if str(exc) != self.last_read_error:
-                    log.error("read_failed", error=str(exc), action="nothing this pass")
-                self.last_read_error = str(exc)
-                span.set_attribute("read_failed", True)
+            # A call that failed may have been applied: only a listing asked for since can
+            # say, so a watch's older answer is not used then.
+            decided = self._decide(self.actuator.unsettled_since(), span)
+            if decided is None:
                 return None
-            self.last_read_error = None
-            # Registers and stops still in flight count as starting and stopping replicas.
-            view.snapshot = self.actuator.overlay(view.snapshot, read_started)
-            self.actuator.remember_preempted(view.preempted)
-            with tracer.start_as_current_span("decide"), collector_paused():
-                plan = decide(view.snapshot, self.plugins)
-            self.builder.remember(view.snapshot, plan)  # for the scale-down window (issue 18)
-            self._log_input_errors(view)
+            view, plan = decided
             leader = self.leader.is_leader
             span.set_attribute("leader", leader)
+            if leader and view.from_watches and _destructive(view, plan):
+                # A watch's answer is complete, but says nothing of whether Nomad can still be
+                # read: stops (and replicas Nomad failed) wait for listings read now, which
+                # fail the pass when Nomad cannot be read. What the plan starts independently
+                # of its stops goes out first, so that new demand does not wait for that read.
+                span.set_attribute("reread", True)
+                first = replace(view, faults={}, purgeable=[])
+                self.actuator.act(first, _independent_starts(view, plan), self._action_done)
+                decided = self._decide(time.monotonic(), span)
+                if decided is None:
+                    return None
+                view, plan = decided
             span.set_attribute("actions", len(plan.actions))
             if leader:
                 self.status.prime(view.kv_entries)
@@ -309,6 +344,31 @@ class Service:
         for obs in self.observers:
             obs.pass_finished(view.snapshot, plan, duration, view.input_errors)
         return plan
+
+    def _decide(self, asked_after: float, span: Any) -> tuple[ClusterView, Plan] | None:
+        """Snapshot (watches' listings asked for after `asked_after`, else reads) and plan;
+        None when something could not be read."""
+        now = datetime.now(UTC)
+        read_started = time.monotonic()
+        try:
+            with tracer.start_as_current_span("snapshot"):
+                view = self.builder.build(now, asked_after)
+        except ReadFailed as exc:
+            if str(exc) != self.last_read_error:
+                log.error("read_failed", error=str(exc), action="nothing this pass")
+            self.last_read_error = str(exc)
+            span.set_attribute("read_failed", True)
+            return None
+        self.last_read_error = None
+        # Registers and stops still in flight count as starting and stopping replicas.
+        read_at = min(read_started, view.jobs_asked_at)
+        view.snapshot = self.actuator.overlay(view.snapshot, read_at, view.jobs_index)
+        self.actuator.remember_preempted(view.preempted)
+        with tracer.start_as_current_span("decide"), collector_paused():
+            plan = decide(view.snapshot, self.plugins)
+        self.builder.remember(view.snapshot, plan)  # for the scale-down window (issue 18)
+        self._log_input_errors(view)
+        return view, plan
 
     def _action_done(self, action: StartAction | StopAction, ok: bool, error: str | None) -> None:
         for obs in self.observers:
@@ -371,3 +431,27 @@ class Service:
     def snapshot_json(self) -> str:
         view = self.builder.build(datetime.now(UTC))
         return to_json(view.snapshot)
+
+
+def _destructive(view: ClusterView, plan: Plan) -> bool:
+    """The plan stops a replica, or Nomad failed one (which the actuator stops)."""
+    return bool(view.faults) or any(isinstance(a, StopAction) for a in plan.actions)
+
+
+def _independent_starts(view: ClusterView, plan: Plan) -> Plan:
+    """The plan's starts that owe nothing to its stops: none of the same model (a roll-out's
+    surge, a move) and none on a node a stop frees (preemption, room made). The others go out
+    with their stops, after them, as the actuator queues a plan."""
+    stops = [a for a in plan.actions if isinstance(a, StopAction)]
+    shards = {r.id: r.shards for r in view.snapshot.replicas}
+    models = {a.model for a in stops}
+    nodes = {s.node for a in stops for s in shards.get(a.replica, [])}
+    nodes |= {s.node for r in view.faults for s in shards.get(r, [])}
+    starts = [
+        a
+        for a in plan.actions
+        if isinstance(a, StartAction)
+        and a.model not in models
+        and not any(s.node in nodes for s in a.shards)
+    ]
+    return plan.model_copy(update={"actions": starts})
