@@ -200,3 +200,24 @@ def collect(snap: Snapshot) -> Collected:
         per_model,
         usage,
     )
+
+
+def limit_exceeded(
+    limits: dict[str, Amount], usage: dict[str, Vec], owner: str, need: Vec
+) -> str | None:
+    """The first quota limit on the owner's path that `need` more would pass (rule P3), as a
+    sentence; an unset dimension is not limited."""
+    for p in owner_prefixes(owner):
+        limit = limits.get(p)
+        if limit is None:
+            continue
+        have = usage.get(p, ZERO)
+        for i, (dim, cap) in enumerate(
+            (("gpus", limit.gpus), ("cpu_cores", limit.cpu_cores), ("memory_gb", limit.memory_gb))
+        ):
+            if cap is not None and have[i] + need[i] > cap + 1e-9:
+                return (
+                    f"quota limit of {p} reached ({dim}: {have[i]:g} in use + "
+                    f"{need[i]:g} for one more replica > {cap:g})"
+                )
+    return None

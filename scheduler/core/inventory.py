@@ -11,9 +11,10 @@ in a pass (catalog, replicas, quotas) is in `facts` (facts.PassFacts), shared by
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from operator import attrgetter
+from typing import Any
 
 from scheduler.core.facts import (
     ZERO,
@@ -25,6 +26,7 @@ from scheduler.core.facts import (
     _or,
     add,
     collect,
+    limit_exceeded,
     mig_fraction,
     owner_prefixes,
     profile_need,
@@ -99,6 +101,9 @@ class Inventory:
     _log_nodes: list[str] = field(default_factory=list)
     # A clone's nodes given back while it still shares its parent's index: how each was filed.
     _stale: dict[str, tuple[int, list[str]]] | None = None
+    # Index buckets still shared with the parent once this clone has its own index, as
+    # (id of the index dict, key): copied on their first change (None: all are its own).
+    _shared: set[tuple[int, object]] | None = None
 
     # ------------------------------------------------------------ building
 
@@ -209,38 +214,52 @@ class Inventory:
         only give back and ask a few nodes, never walk the index."""
         if self._stale is None:
             return
-        self.by_free = {k: dict(v) for k, v in self.by_free.items()}
-        self.by_slice = {k: dict(v) for k, v in self.by_slice.items()}
+        # Only the buckets a change touches are copied (a bucket may hold most of the fleet).
+        self.by_free = dict(self.by_free)
+        self.by_slice = dict(self.by_slice)
+        free, sliced = id(self.by_free), id(self.by_slice)
+        self._shared = {(free, k) for k in self.by_free} | {(sliced, k) for k in self.by_slice}
         for nid, (count, profiles) in self._stale.items():
-            bucket = self.by_free.get(count)
-            if bucket is not None:
-                bucket.pop(nid, None)
-            for prof in profiles:
-                ids = self.by_slice.get(prof)
-                if ids is not None:
-                    ids.pop(nid, None)
+            self._unfile(nid, count, profiles)
             self._index(self.nodes[nid])
         self._stale = None
+
+    def _bucket(self, index: dict[Any, dict[str, None]], key: object) -> dict[str, None] | None:
+        """An index bucket this inventory may change (its own copy of a shared one), if any."""
+        bucket = index.get(key)
+        shared = self._shared
+        if bucket is not None and shared is not None and (id(index), key) in shared:
+            shared.discard((id(index), key))
+            bucket = index[key] = dict(bucket)
+        return bucket
+
+    def _file(self, index: dict[Any, dict[str, None]], key: object, node_id: str) -> None:
+        bucket = self._bucket(index, key)
+        if bucket is None:
+            bucket = index[key] = {}
+        bucket[node_id] = None
 
     def _index(self, ns: NodeState) -> None:
         if not ns.node.eligible:
             return
         nid = ns.node.id
         if ns.free_gpus:
-            self.by_free.setdefault(len(ns.free_gpus), {})[nid] = None
+            self._file(self.by_free, len(ns.free_gpus), nid)
         for prof, lst in ns.free_slices.items():
             if lst:
-                self.by_slice.setdefault(prof, {})[nid] = None
+                self._file(self.by_slice, prof, nid)
 
     def _unindex(self, ns: NodeState) -> None:
-        nid = ns.node.id
-        bucket = self.by_free.get(len(ns.free_gpus))
+        self._unfile(ns.node.id, len(ns.free_gpus), ns.free_slices)
+
+    def _unfile(self, node_id: str, count: int, profiles: Iterable[str]) -> None:
+        bucket = self._bucket(self.by_free, count)
         if bucket is not None:
-            bucket.pop(nid, None)
-        for prof in ns.free_slices:
-            ids = self.by_slice.get(prof)
+            bucket.pop(node_id, None)
+        for prof in profiles:
+            ids = self._bucket(self.by_slice, prof)
             if ids is not None:
-                ids.pop(nid, None)
+                ids.pop(node_id, None)
 
     def _mutable(self, node_id: str) -> NodeState:
         ns = self.nodes[node_id]
@@ -377,21 +396,4 @@ class Inventory:
 
     def quota_block(self, owner: str, need: Vec) -> str | None:
         """The first limit on the owner's path the need would exceed, as a sentence."""
-        for p in owner_prefixes(owner):
-            limit = self.facts.limits.get(p)
-            if limit is None:
-                continue
-            have = self.usage.get(p, ZERO)
-            for i, (dim, cap) in enumerate(
-                (
-                    ("gpus", limit.gpus),
-                    ("cpu_cores", limit.cpu_cores),
-                    ("memory_gb", limit.memory_gb),
-                )
-            ):
-                if cap is not None and have[i] + need[i] > cap + 1e-9:
-                    return (
-                        f"quota limit of {p} reached ({dim}: {have[i]:g} in use + "
-                        f"{need[i]:g} for one more replica > {cap:g})"
-                    )
-        return None
+        return limit_exceeded(self.facts.limits, self.usage, owner, need)
