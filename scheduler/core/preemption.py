@@ -23,6 +23,7 @@ from typing import NamedTuple
 from scheduler.core.fairshare import FairShare
 from scheduler.core.guarantees import guarantee_of, owed_replicas, within_guarantee
 from scheduler.core.inventory import (
+    ZERO,
     Inventory,
     LiveReplica,
     Vec,
@@ -153,6 +154,16 @@ def _borrowed(oldest_first: list[LiveReplica], quotas: dict[str, Quota]) -> set[
             if gpus > cap_gpus or cpu > cap_cpu or mem > cap_mem:
                 borrowed.add(rid)
     return borrowed
+
+
+def _back_within(e: _Entry, inv: Inventory) -> bool:
+    """Whether the victim's owner would be within its guarantee without it: it would then
+    take the room back from a borrower (a replica borrowed by its CPU alone, say)."""
+    g = guarantee_of(e.model.owner, inv.facts.quotas)
+    if g is None:
+        return False
+    have = inv.usage.get(g[0], ZERO)
+    return all(have[i] - e.need[i] <= g[1][i] + 1e-9 for i in range(3))
 
 
 class VictimPool:
@@ -321,6 +332,9 @@ class VictimPool:
         my_rank = CLASS_RANK[m.class_]
         below_min = live < m.scaling.min
         reclaim = within_guarantee(m, inv)
+        # Its new replica would be borrowed and could be taken back (rule R2's borrowed tier):
+        # then it must not take what its owner would reclaim at once (rule R6).
+        borrower = bool(self.quotas) and not reclaim and (my_rank != CRITICAL or not below_min)
         tiers: list[list[list[VictimOrder]]] = [[] for _ in range(5)]
         for key, group in self._groups.items():
             if group:
@@ -343,6 +357,8 @@ class VictimPool:
                     and e.borrowed
                     and not self._toward_share(m, e, inv)
                 ):
+                    continue
+                if borrower and e.guarded and e.model.owner != m.owner and _back_within(e, inv):
                     continue
                 above_min = self._where[rid].above_min
                 lent = None

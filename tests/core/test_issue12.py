@@ -7,7 +7,6 @@ from __future__ import annotations
 from itertools import combinations
 from typing import Any
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -773,18 +772,15 @@ def test_guarantees_first_leaves_nothing_to_reclaim_after_min_lifetime() -> None
     assert live_per_model(after) == {"a-chat": 2, "b-chat": 4}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: a borrower of a higher class takes a replica that is borrowed only by CPU; "
-    "its owner, then within its guarantee, reclaims it with a smaller profile 10 minutes later",
-)
 def test_a_replica_borrowed_by_cpu_alone_is_not_taken_and_reclaimed() -> None:
     # Found by LLM_SCHEDULER_HUNT=1500 (seed 27), on the core before issue 12 as well. org/a
     # is guaranteed 4 GPUs and 8 cores; a-chat runs two "big" replicas (2 GPUs, 8 cores
     # each): 16 cores, so the newer one is borrowed. b-crit (critical, org/b guaranteed 1 GPU)
     # takes it by class. a-chat, below its minimum and now within org/a's guarantee with its
     # "small" profile (1 GPU, no cores), takes one of b-crit's borrowed replicas back after
-    # min_lifetime_s: b-crit and a-chat took turns (once; then it is quiet).
+    # min_lifetime_s: b-crit and a-chat took turns (once; then it is quiet). Now a borrower
+    # whose new replica could be taken back does not take what would bring its owner back
+    # within its guarantee (rule R6).
     def rep(rid: str, name: str, prof: str, where: str, gpus: list[str]) -> dict[str, Any]:
         return replica(rid, name, [(where, gpus)], profile=prof)
 
