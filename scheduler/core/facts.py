@@ -188,17 +188,17 @@ def collect(snap: Snapshot) -> Collected:
         for p in owner_prefixes(owner):
             usage[p] = add(usage.get(p, ZERO), (tot[0], tot[1], tot[2]))
     return Collected(
-        models,
-        slice_share,
-        live,
-        by_model,
-        live_count,
-        stopping_preempted,
-        used,
-        node_cpu,
-        node_mem,
-        per_model,
-        usage,
+        models=models,
+        slice_share=slice_share,
+        live=live,
+        by_model=by_model,
+        live_count=live_count,
+        stopping_preempted=stopping_preempted,
+        used=used,
+        node_cpu=node_cpu,
+        node_mem=node_mem,
+        per_model=per_model,
+        usage=usage,
     )
 
 

@@ -109,19 +109,8 @@ class Inventory:
 
     @classmethod
     def build(cls, snap: Snapshot) -> Inventory:
-        (
-            models,
-            slice_share,
-            live,
-            by_model,
-            live_count,
-            stopping_preempted,
-            used,
-            node_cpu,
-            node_mem,
-            per_model,
-            usage,
-        ) = collect(snap)
+        walked = collect(snap)
+        used, node_cpu, node_mem = walked.used, walked.node_cpu, walked.node_mem
         nodes: dict[str, NodeState] = {}
         shapes: dict[Shape, int] = {}
         slice_kinds: dict[str, int] = {}  # healthy slices on eligible nodes by MIG profile
@@ -168,24 +157,24 @@ class Inventory:
                 node.memory_gb - node_mem.get(node.id, 0.0),
                 used_units,
                 total,
-                per_model.get(node.id, {}),
+                walked.per_model.get(node.id, {}),
                 shape,
             )
         gpu_kinds = _gpu_kinds(shapes)
         facts = PassFacts(
-            models=models,
+            models=walked.models,
             replicas={r.id: r for r in snap.replicas},
-            by_model=by_model,
-            live=live,
-            live_count=live_count,
-            stopping_preempted=stopping_preempted,
+            by_model=walked.by_model,
+            live=walked.live,
+            live_count=walked.live_count,
+            stopping_preempted=walked.stopping_preempted,
             quotas={q.owner: q for q in snap.quotas},
             limits={q.owner: q.limit for q in snap.quotas if q.limit is not None},
-            slice_share=slice_share,
+            slice_share=walked.slice_share,
             gpu_kinds=gpu_kinds,
             slice_kinds=slice_kinds,
         )
-        inv = cls(facts, nodes, {}, {}, usage, set(), set(nodes))
+        inv = cls(facts, nodes, {}, {}, walked.usage, set(), set(nodes))
         for ns in nodes.values():
             inv._index(ns)
         return inv
