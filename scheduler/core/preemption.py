@@ -83,9 +83,6 @@ class GroupKey(NamedTuple):
 # Made per possible victim, every pass: the C tuple constructor, not the NamedTuple's own.
 _order = partial(tuple.__new__, VictimOrder)
 _group = partial(tuple.__new__, GroupKey)
-# A possible victim as the pool files it: replica, model, class rank, idle seconds, idle on
-# demand, need, borrowed, guarded.
-_Facts = tuple[Replica, Model, int, float, bool, "Vec", bool, bool]
 
 
 @dataclass(slots=True)
@@ -175,9 +172,7 @@ class VictimPool:
         self.quotas = inv.facts.quotas
         self.excluded = excluded  # shared with the pass: replicas it already stops
         self._groups: dict[GroupKey, list[VictimOrder]] = {}
-        # What each possible victim is, kept cheap: its _Entry is made only when asked for.
-        self._facts: dict[str, _Facts] = {}
-        self._entries: dict[str, _Entry] = {}
+        self._entries: dict[str, _Entry] = {}  # every possible victim, excluded or not
         self._where: dict[str, GroupKey] = {}
         # Per model its live replicas newest first: the newest are the ones above its minimum.
         self._by_model: dict[str, list[str]] = {}
@@ -208,7 +203,7 @@ class VictimPool:
             if r.id not in excluded:
                 above[name] += 1
         groups = self._groups
-        facts = self._facts
+        entries = self._entries
         where = self._where
         per_model: dict[str, tuple[int, bool, bool, bool]] = {}  # rank, on demand, guarded
         for t in reversed(oldest_first):
@@ -241,24 +236,7 @@ class VictimPool:
             need = t[2]
             is_borrowed = borrowed is None or rid in borrowed  # no quotas: all of it
             idle_od = known[1] and idle >= grace
-            facts[rid] = (r, m, rank, idle, idle_od, need, is_borrowed, known[2])
-            if rid in excluded:
-                continue
-            order = _order((-idle, need[0], need[2], rid))
-            key = _group((rank, idle_od, left > 0, m.owner, is_borrowed, known[2]))
-            group = groups.get(key)
-            if group is None:
-                group = groups[key] = []
-            group.append(order)
-            where[rid] = key
-        for group in groups.values():
-            group.sort()
-
-    def _entry(self, rid: str) -> _Entry:
-        e = self._entries.get(rid)
-        if e is None:
-            r, m, rank, idle, idle_od, need, is_borrowed, guarded = self._facts[rid]
-            e = self._entries[rid] = _Entry(
+            e = entries[rid] = _Entry(
                 r,
                 m,
                 rank,
@@ -267,11 +245,20 @@ class VictimPool:
                 need[0],
                 need[2],
                 is_borrowed,
-                guarded,
+                known[2],
                 _order((-idle, need[0], need[2], rid)),
                 need,
             )
-        return e
+            if rid in excluded:
+                continue
+            key = e.group(left > 0)
+            group = groups.get(key)
+            if group is None:
+                group = groups[key] = []
+            group.append(e.order)
+            where[rid] = key
+        for group in groups.values():
+            group.sort()
 
     def _regroup(self, model: str) -> None:
         """(Re)file a model's replicas: which are above its minimum depends on how many of
@@ -279,9 +266,9 @@ class VictimPool:
         ids = [rid for rid in self._by_model[model] if rid not in self.excluded]
         above = max(len(ids) - self._min[model], 0)
         for i, rid in enumerate(ids):
-            if rid not in self._facts:
+            e = self._entries.get(rid)
+            if e is None:
                 continue  # never a victim (counted all the same)
-            e = self._entry(rid)
             key = e.group(i < above)
             old = self._where.get(rid)
             if old == key:
@@ -345,7 +332,7 @@ class VictimPool:
             for *_, rid in heapq.merge(*groups):  # VictimOrder: the replica id last
                 if rid in self.excluded:
                     continue
-                e = self._entry(rid)
+                e = self._entries[rid]
                 if e.replica.model == m.name:
                     continue
                 nodes = _nodes_of(e.replica)
