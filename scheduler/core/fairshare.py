@@ -10,22 +10,17 @@ counts as borrowed; an owner with no guarantee borrows all it holds.
 
 from __future__ import annotations
 
-import math
-
-from scheduler.core.inventory import Inventory, Vec, owner_prefixes
+from scheduler.core.guarantees import guarantee_vec, guarantees_anything
+from scheduler.core.inventory import ZERO, Inventory, Vec, owner_prefixes
 from scheduler.core.models import Quota, Snapshot
 
 EPS = 1e-9
 
 
 def _guaranteed(q: Quota | None) -> Vec:
-    if q is None:
-        return (0.0, 0.0, 0.0)
-    g = q.guarantee
-    dims = (g.gpus, g.cpu_cores, g.memory_gb)
-    if all(v is None for v in dims):
-        return (0.0, 0.0, 0.0)
-    return tuple(math.inf if v is None else v for v in dims)  # type: ignore[return-value]
+    if q is None or not guarantees_anything(q):
+        return ZERO
+    return guarantee_vec(q)
 
 
 class FairShare:

@@ -20,6 +20,12 @@ def _dim(v: float | None) -> float:
     return INF if v is None else v
 
 
+def guarantees_anything(q: Quota) -> bool:
+    """A quota that guarantees nothing protects nothing (and is not a guarantee of all)."""
+    g = q.guarantee
+    return g.gpus is not None or g.cpu_cores is not None or g.memory_gb is not None
+
+
 def guarantee_vec(q: Quota) -> Vec:
     g = q.guarantee
     return (_dim(g.gpus), _dim(g.cpu_cores), _dim(g.memory_gb))
@@ -29,9 +35,7 @@ def guarantee_of(owner: str, quotas: dict[str, Quota]) -> tuple[str, Vec] | None
     """The most specific quota on the owner's path that guarantees anything."""
     for prefix in reversed(owner_prefixes(owner)):
         q = quotas.get(prefix)
-        if q is not None and any(
-            v is not None for v in (q.guarantee.gpus, q.guarantee.cpu_cores, q.guarantee.memory_gb)
-        ):
+        if q is not None and guarantees_anything(q):
             return prefix, guarantee_vec(q)
     return None
 
