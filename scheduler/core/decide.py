@@ -107,7 +107,7 @@ class _Pass(Retirement, SharingPhases):
         self.stale: dict[str, list[Replica]] = {}
         for m in snapshot.models:
             reps = inv.facts.by_model.get(m.name, [])
-            old = [r for r in reps if r.counts and m.profile(r.profile) is None]
+            old = inv.facts.stale.get(m.name)
             w = want(
                 m,
                 snapshot.demand.get(m.name),
@@ -125,7 +125,7 @@ class _Pass(Retirement, SharingPhases):
             self.target[m.name] = min(w.count, w.recommended)
             if old:
                 self.stale[m.name] = old
-            self.live[m.name] = inv.facts.live_count.get(m.name, 0) - len(old)
+            self.live[m.name] = inv.facts.live_count.get(m.name, 0) - (len(old) if old else 0)
         self.taken_ids = set(inv.facts.replicas)
         self.stops: list[StopAction] = []
         self.starts: list[StartAction] = []

@@ -92,6 +92,11 @@ class PassFacts:
     by_model: dict[str, list[Replica]]  # every replica, per model name
     live: list[LiveReplica]  # replicas that count, of a model in the catalog
     live_count: dict[str, int]  # replicas that count, per model name
+    # Replicas that count, per model name: of a profile the model has (`current`), or of one
+    # since removed from it (`stale`: they no longer count as live, and are replaced).
+    current: dict[str, list[Replica]]
+    stale: dict[str, list[Replica]]
+    starting: set[str]  # models with a replica still starting
     stopping_preempted: list[Replica]  # preempted for a model and still on their way out
     quotas: dict[str, Quota]  # by owner prefix
     limits: dict[str, Amount]  # quota limits, by owner prefix
@@ -110,6 +115,9 @@ class Collected(NamedTuple):
     live: list[LiveReplica]
     by_model: dict[str, list[Replica]]
     live_count: dict[str, int]
+    current: dict[str, list[Replica]]
+    stale: dict[str, list[Replica]]
+    starting: set[str]
     stopping_preempted: list[Replica]
     used: set[str]  # device ids held (replicas, and other jobs' allocations)
     node_cpu: dict[str, float]  # CPU held per node
@@ -130,19 +138,25 @@ def collect(snap: Snapshot) -> Collected:
     node_mem: dict[str, float] = {}
     per_model: dict[str, dict[str, int]] = {}
     per_owner: dict[str, list[float]] = {}
-    sizes: dict[tuple[str, str], tuple[float, float, Model | None, Vec]] = {}
+    sizes: dict[tuple[str, str], tuple[float, float, Model | None, Vec, bool]] = {}
     live: list[LiveReplica] = []
     by_model: dict[str, list[Replica]] = {}
     live_count: dict[str, int] = {}
+    current: dict[str, list[Replica]] = {}
+    stale: dict[str, list[Replica]] = {}
+    starting: set[str] = set()
     stopping_preempted: list[Replica] = []
     shares = slice_share.keys()
     for rep in snap.replicas:
         name = rep.model
         shards = rep.shards
         by_model.setdefault(name, []).append(rep)
-        counts = rep.state != "stopping"
+        state = rep.state
+        counts = state != "stopping"
         if counts:
             live_count[name] = live_count.get(name, 0) + 1
+            if state == "starting":
+                starting.add(name)
         elif rep.preempted_for:
             stopping_preempted.append(rep)
         size = sizes.get((name, rep.profile))
@@ -155,11 +169,18 @@ def collect(snap: Snapshot) -> Collected:
                 held[1],
                 model,
                 profile_need(prof) if prof else ZERO,
+                prof is not None,
             )
-        cpu, mem, model, need = size
+        cpu, mem, model, need, known = size
         if model is not None and counts:
             one_node = len(shards) <= 1 or len({sh.node for sh in shards}) == 1
             live.append(LiveReplica(rep, model, need, one_node))
+            kept = current if known else stale
+            reps = kept.get(name)
+            if reps is None:
+                kept[name] = [rep]
+            else:
+                reps.append(rep)
         gpus = 0.0
         for sh in shards:
             devs = sh.gpus
@@ -193,6 +214,9 @@ def collect(snap: Snapshot) -> Collected:
         live=live,
         by_model=by_model,
         live_count=live_count,
+        current=current,
+        stale=stale,
+        starting=starting,
         stopping_preempted=stopping_preempted,
         used=used,
         node_cpu=node_cpu,

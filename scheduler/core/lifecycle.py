@@ -97,20 +97,23 @@ class Lifecycle(Defragment):
                 f"within {m.load_grace_s}s; the previous replicas are kept"
             )
 
-    def renew(self, m: Model, reps: list[Replica]) -> None:
+    def renew(self, m: Model) -> None:
         """Rolling update, and moves to a better placement whose replacement already runs or
         starts. At most settings.rollout_surge replacements start at a time beside the fresh
         replicas still starting; never below the desired count live (make-before-break)."""
         # Replicas of a removed profile are replace_stale's (they no longer count as live).
-        counting = [
-            r
-            for r in reps
-            if r.counts and r.id not in self.retired and m.profile(r.profile) is not None
-        ]
+        current = self.inv.facts.current.get(m.name)
+        if not current:
+            return
+        retired = self.retired
+        counting = [r for r in current if r.id not in retired] if retired else current
         if not counting:
             return
-        ids = {r.id for r in counting}
-        moving = [r for r in counting if self.snapshot.moves.get(r.id) in ids]
+        moves = self.snapshot.moves
+        moving: list[Replica] = []
+        if moves:
+            ids = {r.id for r in counting}
+            moving = [r for r in counting if moves.get(r.id) in ids]
         if moving:
             # Moves under way (their replacements still count): each goes once it is covered.
             for r in moving:

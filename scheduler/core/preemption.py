@@ -29,7 +29,7 @@ from scheduler.core.inventory import (
     Vec,
     profile_need,
 )
-from scheduler.core.models import CLASS_RANK, Model, Quota, Replica, Snapshot
+from scheduler.core.models import CLASS_RANK, Model, Replica, Snapshot
 from scheduler.core.victims import (
     POOL_CAP,
     TIER_BORROWED,
@@ -115,6 +115,21 @@ class _Entry:
         )
 
 
+@dataclass(slots=True)
+class _ModelFacts:
+    """What the pool's walk keeps per model."""
+
+    rank: int
+    on_demand: bool
+    guarded: bool  # its owner has a guarantee somewhere up its path
+    minimum: int
+    # Running use of its guarantee (gpus, cpu, memory, their caps, past it): shared by the
+    # models under that guarantee; None without quotas or without a guarantee up its path.
+    within: list[float] | None
+    ids: list[str]  # its live replicas, oldest first
+    count: int = 0  # of those, the ones this pass does not already stop
+
+
 def _nodes_of(r: Replica) -> tuple[str, ...]:
     if len(r.shards) == 1:
         return (r.shards[0].node,)
@@ -123,34 +138,6 @@ def _nodes_of(r: Replica) -> tuple[str, ...]:
 
 def _age(live: LiveReplica) -> tuple[datetime, str]:
     return live[0].created_at, live[0].id
-
-
-def _borrowed(oldest_first: list[LiveReplica], quotas: dict[str, Quota]) -> set[str]:
-    """Replicas held past their owner's guarantee: per guaranteed prefix, the newest beyond it.
-    Fixed for a whole pass (stops take effect only once Nomad reports them)."""
-    guarantees: dict[str, tuple[str, Vec] | None] = {}
-    by_prefix: dict[str, list[tuple[str, Vec]]] = {}
-    borrowed: set[str] = set()
-    for r, m, need, _ in oldest_first:
-        if m.owner not in guarantees:
-            guarantees[m.owner] = guarantee_of(m.owner, quotas)
-        g = guarantees[m.owner]
-        if g is None:
-            borrowed.add(r.id)  # no guarantee anywhere up its path: all of it is borrowed
-            continue
-        by_prefix.setdefault(g[0], []).append((r.id, need))
-    for prefix, reps in by_prefix.items():
-        cap = guarantee_of(prefix, quotas)
-        assert cap is not None
-        cap_gpus, cap_cpu, cap_mem = (c + 1e-9 for c in cap[1])
-        gpus = cpu = mem = 0.0
-        for rid, need in reps:
-            gpus += need[0]
-            cpu += need[1]
-            mem += need[2]
-            if gpus > cap_gpus or cpu > cap_cpu or mem > cap_mem:
-                borrowed.add(rid)
-    return borrowed
 
 
 def _back_within(e: _Entry, inv: Inventory) -> bool:
@@ -174,58 +161,49 @@ class VictimPool:
         self._groups: dict[GroupKey, list[VictimOrder]] = {}
         self._entries: dict[str, _Entry] = {}  # every possible victim, excluded or not
         self._where: dict[str, GroupKey] = {}
-        # Per model its live replicas newest first: the newest are the ones above its minimum.
+        # Per model its live replicas oldest first: the newest are the ones above its minimum.
         self._by_model: dict[str, list[str]] = {}
         self._min: dict[str, int] = {}
         self._replicas = inv.facts.replicas
         # Set by the pass when quotas are in play: preemption between borrowers of one class
         # must move toward the fair share, never away from it.
         self.fair: FairShare | None = None
-        oldest_first = sorted(inv.facts.live, key=_age)
-        borrowed = _borrowed(oldest_first, self.quotas) if self.quotas else None
         grace = settings.eviction_grace_s
         fresh_after = now - timedelta(seconds=settings.min_lifetime_s)
-        # How many of each model's replicas are above its minimum: the newest ones.
-        above: dict[str, int] = {}
-        by_model = self._by_model
-        for t in reversed(oldest_first):
-            r = t[0]
-            if r.preempted_for:
-                continue
-            m = t[1]
-            name = m.name
-            ids = by_model.get(name)
-            if ids is None:
-                ids = by_model[name] = []
-                self._min[name] = m.scaling.min
-                above[name] = -m.scaling.min
-            ids.append(r.id)
-            if r.id not in excluded:
-                above[name] += 1
         groups = self._groups
         entries = self._entries
         where = self._where
-        per_model: dict[str, tuple[int, bool, bool, bool]] = {}  # rank, on demand, guarded
-        for t in reversed(oldest_first):
-            r = t[0]
-            if r.preempted_for:
-                continue
-            m = t[1]
+        # One walk, oldest first: what each owner holds within its guarantee accumulates in
+        # that order (the newest beyond it are the borrowed), and a model's replicas above
+        # its minimum are its newest ones.
+        per_model: dict[str, _ModelFacts] = {}
+        per_owner: dict[str, list[float] | None] = {}  # running use against its guarantee
+        for r, m, need, _ in sorted(inv.facts.live, key=_age):
             name = m.name
-            rid = r.id
-            left = 0
-            if rid not in excluded:
-                left = above[name]
-                above[name] = left - 1
             known = per_model.get(name)
             if known is None:
-                known = per_model[name] = (
-                    CLASS_RANK[m.class_],
-                    m.scaling.on_demand,
-                    guarantee_of(m.owner, self.quotas) is not None if self.quotas else False,
-                    False,
-                )
-            rank = known[0]
+                known = per_model[name] = self._model_facts(m, per_owner)
+            acc = known.within
+            if acc is None:
+                is_borrowed = True  # no quotas, or no guarantee up its path: all of it
+            elif acc[6]:
+                is_borrowed = True  # past the guarantee already: so is all that is newer
+            else:
+                acc[0] += need[0]
+                acc[1] += need[1]
+                acc[2] += need[2]
+                is_borrowed = acc[0] > acc[3] or acc[1] > acc[4] or acc[2] > acc[5]
+                if is_borrowed:
+                    acc[6] = 1.0
+            if r.preempted_for:
+                continue
+            rid = r.id
+            known.ids.append(rid)
+            left = 0
+            if rid not in excluded:
+                known.count += 1
+                left = known.count - known.minimum
+            rank = known.rank
             if rank == CRITICAL and left <= 0:
                 continue  # never a victim this pass (a critical minimum stays one)
             if r.ready_at is not None and r.ready_at > fresh_after:
@@ -233,19 +211,16 @@ class VictimPool:
             # Unknown use is not idleness (as in the Go original).
             used = r.last_used_at
             idle = (now - used).total_seconds() if used is not None else 0.0
-            need = t[2]
-            is_borrowed = borrowed is None or rid in borrowed  # no quotas: all of it
-            idle_od = known[1] and idle >= grace
             e = entries[rid] = _Entry(
                 r,
                 m,
                 rank,
                 idle,
-                idle_od,
+                known.on_demand and idle >= grace,
                 need[0],
                 need[2],
                 is_borrowed,
-                known[2],
+                known.guarded,
                 _order((-idle, need[0], need[2], rid)),
                 need,
             )
@@ -260,10 +235,38 @@ class VictimPool:
         for group in groups.values():
             group.sort()
 
+    def _model_facts(self, m: Model, per_owner: dict[str, list[float] | None]) -> _ModelFacts:
+        """What the walk needs of a model, once: and the running use of its guarantee, shared
+        by every model under that guarantee's prefix."""
+        quotas = self.quotas
+        within = None
+        if quotas:
+            if m.owner not in per_owner:
+                g = guarantee_of(m.owner, quotas)
+                if g is None:
+                    per_owner[m.owner] = None
+                else:
+                    prefix = "\0" + g[0]  # kept apart from the owners' own entries
+                    if prefix not in per_owner:
+                        cap_g, cap_c, cap_m = (c + 1e-9 for c in g[1])
+                        per_owner[prefix] = [0.0, 0.0, 0.0, cap_g, cap_c, cap_m, 0.0]
+                    per_owner[m.owner] = per_owner[prefix]
+            within = per_owner[m.owner]
+        self._min[m.name] = m.scaling.min
+        ids = self._by_model[m.name] = []
+        return _ModelFacts(
+            CLASS_RANK[m.class_],
+            m.scaling.on_demand,
+            within is not None,
+            m.scaling.min,
+            within,
+            ids,
+        )
+
     def _regroup(self, model: str) -> None:
         """(Re)file a model's replicas: which are above its minimum depends on how many of
         them this pass has not already stopped."""
-        ids = [rid for rid in self._by_model[model] if rid not in self.excluded]
+        ids = [rid for rid in reversed(self._by_model[model]) if rid not in self.excluded]
         above = max(len(ids) - self._min[model], 0)
         for i, rid in enumerate(ids):
             e = self._entries.get(rid)

@@ -38,10 +38,10 @@ class Retirement(Lifecycle):
         once it is not serving, or once enough replicas elsewhere run (make-before-break)."""
         draining = {n.id for n in self.snapshot.nodes if n.draining}
         for m in self.snapshot.models:
-            reps = self.inv.facts.by_model.get(m.name, [])
-            self.renew(m, reps)
-            if not draining and all(r.state != "starting" for r in reps):
+            self.renew(m)
+            if not draining and m.name not in self.inv.facts.starting:
                 continue  # the common case: nothing to look at
+            reps = self.inv.facts.by_model.get(m.name, [])
             # A replica of a removed profile is not counted already; replace_stale sees to it.
             counting = sorted(
                 (r for r in reps if r.counts and m.profile(r.profile) is not None),
