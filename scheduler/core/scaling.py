@@ -43,7 +43,7 @@ def idle_seconds(used: datetime | None, now: datetime) -> float:
     return max((now - used).total_seconds(), 0.0)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: made per model and pass, and never changed
 class Ask:
     """What one signal asks for: a count, and how to say it (as winner, and as a side note)."""
 
@@ -53,11 +53,15 @@ class Ask:
     note: str
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: made per model and pass, and never changed
 class Want:
     count: int  # what the pass acts on
     recommended: int  # what the signals asked, before stabilisation
     why: str
+
+
+def _count(ask: Ask) -> int:
+    return ask.count
 
 
 def _tolerant(need: float, have: int) -> int:
@@ -127,10 +131,15 @@ def want(
 ) -> Want:
     """The count a model wants this pass, what the signals asked before stabilisation, and why."""
     sc = model.scaling
-    live = sum(1 for r in replicas if r.counts)
-    serving = sum(1 for r in replicas if r.state == "running")
+    live = serving = 0
+    for r in replicas:
+        state = r.state
+        if state != "stopping":  # Replica.counts
+            live += 1
+            if state == "running":
+                serving += 1
     asks = signal_asks(model, demand, load, serving)
-    winner = max(asks, key=lambda a: a.count, default=None)
+    winner = max(asks, key=_count, default=None) if len(asks) != 1 else asks[0]
     raw = winner.count if winner else 0
     count = min(max(raw, sc.min), sc.max)
     head: str | None = None

@@ -11,7 +11,7 @@ import heapq
 from typing import NamedTuple
 
 from scheduler.core.fairshare import FairShare
-from scheduler.core.inventory import Inventory, profile_need
+from scheduler.core.inventory import Inventory, Vec, profile_need
 from scheduler.core.models import CLASS_RANK, Model, ProfileTrial
 from scheduler.core.preemption import owed_replicas
 
@@ -37,6 +37,18 @@ class ShareKey(NamedTuple):
     at_min: bool
     share: float
     order: ModelOrder
+
+
+class _Member(NamedTuple):
+    """A model waiting in its group: its ShareKey but the share, which the group has."""
+
+    neg_class_rank: int
+    at_min: bool
+    order: ModelOrder  # unique (it ends with the name): the model is never compared
+    model: Model
+
+
+_Group = tuple[str, Vec]  # owner, what one more replica counts for
 
 
 class SharingPhases:
@@ -77,29 +89,58 @@ class SharingPhases:
                     self.turn(m, cap)
         self.owing = False
 
-    def share_key(self, m: Model) -> ShareKey:
-        """Higher classes first and models below their minimum, as always; then the owner
-        with the least weighted dominant share once this replica is placed (fair sharing)."""
-        have = self.live[m.name] + self.placed.get(m.name, 0)
+    def need(self, m: Model) -> Vec:
+        """What one more replica of the model counts for (its first profile's)."""
         need = self.needs.get(m.name)
         if need is None:
             need = self.needs[m.name] = profile_need(m.profiles[0])
-        share = self.fair.share(m.owner, self.inv, need)
-        return ShareKey(-CLASS_RANK[m.class_], have >= m.scaling.min, share, self.keys[m.name])
+        return need
+
+    def _member(self, m: Model) -> _Member:
+        have = self.live[m.name] + self.placed.get(m.name, 0)
+        return _Member(-CLASS_RANK[m.class_], have >= m.scaling.min, self.keys[m.name], m)
+
+    def _group_key(self, group: _Group, members: list[_Member]) -> ShareKey | None:
+        """The least ShareKey of a group's models still missing replicas (None: none is)."""
+        while members:
+            m = members[0].model
+            if m.name not in self.outcome and self.missing(m) > 0:
+                top = members[0]
+                share = self.fair.share(group[0], self.inv, group[1])
+                return ShareKey(top.neg_class_rank, top.at_min, share, top.order)
+            heapq.heappop(members)
+        return None
 
     def share_the_rest(self, order: list[Model]) -> None:
-        """What is past the guarantees, one replica at a time to the model whose owner has the
-        least share. Shares only grow in this phase, so a stale key is re-checked on pop."""
-        heap = [(self.share_key(m), i, m) for i, m in enumerate(order) if self.missing(m) > 0]
+        """What is past the guarantees, one replica at a time to the model with the least
+        ShareKey. Models of one owner whose replicas count alike always have the same share,
+        so they wait in one group, ordered by the rest of the key: a replica placed makes only
+        its owner's few groups stale, not every model of that owner. Shares only grow in this
+        phase, so a stale group key is re-checked on pop."""
+        groups: dict[_Group, list[_Member]] = {}
+        for m in order:
+            if self.missing(m) > 0:
+                groups.setdefault((m.owner, self.need(m)), []).append(self._member(m))
+        heap: list[tuple[ShareKey, _Group]] = []
+        for group, members in groups.items():
+            heapq.heapify(members)
+            key = self._group_key(group, members)
+            if key is not None:
+                heap.append((key, group))
         heapq.heapify(heap)
         while heap:
-            key, i, m = heapq.heappop(heap)
-            if m.name in self.outcome or self.missing(m) <= 0:
+            key, group = heapq.heappop(heap)
+            members = groups[group]
+            fresh = self._group_key(group, members)
+            if fresh is None:
                 continue
-            fresh = self.share_key(m)
             if fresh != key and heap and fresh > heap[0][0]:
-                heapq.heappush(heap, (fresh, i, m))
+                heapq.heappush(heap, (fresh, group))
                 continue
+            m = heapq.heappop(members).model
             self.turn(m, 1)
             if m.name not in self.outcome and self.missing(m) > 0:
-                heapq.heappush(heap, (self.share_key(m), i, m))
+                heapq.heappush(members, self._member(m))
+            after = self._group_key(group, members)
+            if after is not None:
+                heapq.heappush(heap, (after, group))
