@@ -8,7 +8,7 @@ what the replicas hold per node and per owner, which the inventory starts from.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, partial
 from typing import NamedTuple
 
 from scheduler.core.models import Amount, Model, Profile, Quota, Replica, Snapshot
@@ -107,6 +107,19 @@ class PassFacts:
     slice_kinds: dict[str, int]
 
 
+@dataclass(slots=True)
+class NodeUse:
+    """What the replicas hold on one node."""
+
+    cpu: float
+    memory: float
+    per_model: dict[str, int]  # model -> its replicas there
+
+
+# Made per live replica, every pass: the C tuple constructor, not the NamedTuple's own.
+_live = partial(tuple.__new__, LiveReplica)
+
+
 class Collected(NamedTuple):
     """One walk over the replicas: the facts it yields and what they hold."""
 
@@ -120,9 +133,7 @@ class Collected(NamedTuple):
     starting: set[str]
     stopping_preempted: list[Replica]
     used: set[str]  # device ids held (replicas, and other jobs' allocations)
-    node_cpu: dict[str, float]  # CPU held per node
-    node_mem: dict[str, float]
-    per_model: dict[str, dict[str, int]]  # node -> model -> replicas there
+    on_node: dict[str, NodeUse]  # what the replicas hold, per node id
     usage: dict[str, Vec]  # per owner path prefix
 
 
@@ -134,9 +145,7 @@ def collect(snap: Snapshot) -> Collected:
             for s in gpu.mig or ():
                 slice_share[s.id] = mig_fraction(s.profile)
     used: set[str] = {d for node in snap.nodes for d in node.held}
-    node_cpu: dict[str, float] = {}
-    node_mem: dict[str, float] = {}
-    per_model: dict[str, dict[str, int]] = {}
+    on_node: dict[str, NodeUse] = {}
     per_owner: dict[str, list[float]] = {}
     sizes: dict[tuple[str, str], tuple[float, float, Model | None, Vec, bool]] = {}
     live: list[LiveReplica] = []
@@ -150,7 +159,11 @@ def collect(snap: Snapshot) -> Collected:
     for rep in snap.replicas:
         name = rep.model
         shards = rep.shards
-        by_model.setdefault(name, []).append(rep)
+        reps = by_model.get(name)
+        if reps is None:
+            by_model[name] = [rep]
+        else:
+            reps.append(rep)
         state = rep.state
         counts = state != "stopping"
         if counts:
@@ -174,7 +187,7 @@ def collect(snap: Snapshot) -> Collected:
         cpu, mem, model, need, known = size
         if model is not None and counts:
             one_node = len(shards) <= 1 or len({sh.node for sh in shards}) == 1
-            live.append(LiveReplica(rep, model, need, one_node))
+            live.append(_live((rep, model, need, one_node)))
             kept = current if known else stale
             reps = kept.get(name)
             if reps is None:
@@ -185,12 +198,13 @@ def collect(snap: Snapshot) -> Collected:
         for sh in shards:
             devs = sh.gpus
             used.update(devs)
-            node_id = sh.node
-            node_cpu[node_id] = node_cpu.get(node_id, 0.0) + _or(sh.cpu_cores, cpu)
-            node_mem[node_id] = node_mem.get(node_id, 0.0) + _or(sh.memory_gb, mem)
-            pm = per_model.get(node_id)
-            if pm is None:
-                pm = per_model[node_id] = {}
+            use = on_node.get(sh.node)
+            if use is None:
+                use = on_node[sh.node] = NodeUse(0.0, 0.0, {})
+            held_cpu, held_mem = sh.cpu_cores, sh.memory_gb
+            use.cpu += cpu if held_cpu is None else held_cpu
+            use.memory += mem if held_mem is None else held_mem
+            pm = use.per_model
             pm[name] = pm.get(name, 0) + 1
             if shares.isdisjoint(devs):
                 gpus += len(devs)
@@ -219,9 +233,7 @@ def collect(snap: Snapshot) -> Collected:
         starting=starting,
         stopping_preempted=stopping_preempted,
         used=used,
-        node_cpu=node_cpu,
-        node_mem=node_mem,
-        per_model=per_model,
+        on_node=on_node,
         usage=usage,
     )
 

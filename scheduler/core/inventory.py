@@ -19,6 +19,7 @@ from typing import Any
 from scheduler.core.facts import (
     ZERO,
     LiveReplica,
+    NodeUse,
     PassFacts,
     Shape,
     Vec,
@@ -110,7 +111,8 @@ class Inventory:
     @classmethod
     def build(cls, snap: Snapshot) -> Inventory:
         walked = collect(snap)
-        used, node_cpu, node_mem = walked.used, walked.node_cpu, walked.node_mem
+        used, on_node = walked.used, walked.on_node
+        nothing = NodeUse(0.0, 0.0, {})
         nodes: dict[str, NodeState] = {}
         shapes: dict[Shape, int] = {}
         slice_kinds: dict[str, int] = {}  # healthy slices on eligible nodes by MIG profile
@@ -149,15 +151,16 @@ class Inventory:
             free_gpus.sort(key=_BY_ID)
             for lst in free_slices.values():
                 lst.sort(key=_BY_ID)
+            use = on_node.get(node.id, nothing)
             nodes[node.id] = NodeState(
                 node,
                 free_gpus,
                 free_slices,
-                node.cpu_cores - node_cpu.get(node.id, 0.0),
-                node.memory_gb - node_mem.get(node.id, 0.0),
+                node.cpu_cores - use.cpu,
+                node.memory_gb - use.memory,
                 used_units,
                 total,
-                walked.per_model.get(node.id, {}),
+                use.per_model if use is not nothing else {},
                 shape,
             )
         gpu_kinds = _gpu_kinds(shapes)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import heapq
 from bisect import insort
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
 from typing import NamedTuple
@@ -85,8 +85,7 @@ _order = partial(tuple.__new__, VictimOrder)
 _group = partial(tuple.__new__, GroupKey)
 
 
-@dataclass(slots=True)
-class _Entry:
+class _Entry(NamedTuple):
     """What stays true of one live replica for the whole pass."""
 
     replica: Replica
@@ -115,6 +114,9 @@ class _Entry:
         )
 
 
+_entry = partial(tuple.__new__, _Entry)
+
+
 @dataclass(slots=True)
 class _ModelFacts:
     """What the pool's walk keeps per model."""
@@ -128,6 +130,8 @@ class _ModelFacts:
     within: list[float] | None
     ids: list[str]  # its live replicas, oldest first
     count: int = 0  # of those, the ones this pass does not already stop
+    # Its groups, by (idle on demand, above its minimum, borrowed) as 4 * a + 2 * b + c.
+    groups: list[GroupKey | None] = field(default_factory=lambda: [None] * 8)
 
 
 def _nodes_of(r: Replica) -> tuple[str, ...]:
@@ -211,26 +215,21 @@ class VictimPool:
             # Unknown use is not idleness (as in the Go original).
             used = r.last_used_at
             idle = (now - used).total_seconds() if used is not None else 0.0
-            e = entries[rid] = _Entry(
-                r,
-                m,
-                rank,
-                idle,
-                known.on_demand and idle >= grace,
-                need[0],
-                need[2],
-                is_borrowed,
-                known.guarded,
-                _order((-idle, need[0], need[2], rid)),
-                need,
+            idle_od = known.on_demand and idle >= grace
+            order = _order((-idle, need[0], need[2], rid))
+            guarded = known.guarded
+            entries[rid] = _entry(
+                (r, m, rank, idle, idle_od, need[0], need[2], is_borrowed, guarded, order, need)
             )
             if rid in excluded:
                 continue
-            key = e.group(left > 0)
-            group = groups.get(key)
-            if group is None:
-                group = groups[key] = []
-            group.append(e.order)
+            variant = 4 * idle_od + 2 * (left > 0) + is_borrowed
+            key = known.groups[variant]
+            if key is None:
+                key = known.groups[variant] = entries[rid].group(left > 0)
+                if key not in groups:
+                    groups[key] = []
+            groups[key].append(order)
             where[rid] = key
         for group in groups.values():
             group.sort()
