@@ -90,6 +90,7 @@ class _Pass(Retirement, SharingPhases):
         self.snapshot = snapshot
         self.settings = snapshot.settings
         self.now = snapshot.now
+        self.stamp = snapshot.now.isoformat()  # in every new replica's id
         self.placer = Placer(
             default_filters() + list(extra.filters),
             default_scorers() + list(extra.scorers),
@@ -217,7 +218,7 @@ class _Pass(Retirement, SharingPhases):
         return plan.model_copy(update={"advice": mig_advice(self.snapshot, plan)})
 
     def new_id(self, model: str) -> str:
-        return _new_id(model, self.now.isoformat(), self.taken_ids)
+        return _new_id(model, self.stamp, self.taken_ids)
 
     def order_key(self, m: Model) -> TurnOrder:
         """Models that place within their owner's guarantee go first, and among them those
@@ -270,7 +271,7 @@ class _Pass(Retirement, SharingPhases):
                 StartAction(
                     model=m.name,
                     profile=out.placement.profile.name,
-                    replica=_new_id(m.name, self.now.isoformat(), self.taken_ids),
+                    replica=self.new_id(m.name),
                     shards=out.placement.shards,
                     reason=_start_reason(m, self.wants[m.name], have + placed)
                     if m.name not in self.rolling

@@ -1,9 +1,8 @@
 """The capacity of the fleet in a pass: free devices per node, CPU, memory, quota usage.
 
-Indexed so placement visits only nodes that could hold a shard: eligible nodes by their count
-of free whole GPUs, and by the MIG profiles they have a free slice of. The indices are dicts
-used as ordered sets (never plain sets, whose order changes from one process to the next) so
-a walk over them is the same for the same snapshot. `clone()` is copy-on-write per node, for
+Indexed so placement visits only nodes that could hold a shard (node_index.NodeIndex): by
+free whole GPUs and node kind, and by the MIG profiles they have a free slice of, so a walk
+over them is the same for the same snapshot. `clone()` is copy-on-write per node, for
 trying a set of preemption victims without touching the real inventory. What does not change
 in a pass (catalog, replicas, quotas) is in `facts` (facts.PassFacts), shared by every clone.
 """
@@ -11,10 +10,9 @@ in a pass (catalog, replicas, quotas) is in `facts` (facts.PassFacts), shared by
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Any
 
 from scheduler.core.facts import (
     ZERO,
@@ -34,6 +32,7 @@ from scheduler.core.facts import (
     shard_held,
 )
 from scheduler.core.models import GPU, MigSlice, Model, Node, Profile, Snapshot
+from scheduler.core.node_index import NodeIndex
 
 # Re-exported: the core imports these from here as well.
 __all__ = [
@@ -66,6 +65,7 @@ class NodeState:
     # What the built-in static filters read of a node (eligibility, each device's model,
     # memory and health): nodes of one shape get one verdict per profile.
     shape: Shape
+    kind: int  # its shape's number in the pass (Inventory.kinds)
 
     def copy(self) -> NodeState:
         return NodeState(
@@ -78,6 +78,7 @@ class NodeState:
             self.total_units,
             dict(self.per_model),
             self.shape,
+            self.kind,
         )
 
 
@@ -88,8 +89,11 @@ class Inventory:
 
     facts: PassFacts
     nodes: dict[str, NodeState]
-    by_free: dict[int, dict[str, None]]  # free whole-GPU count -> eligible node ids
-    by_slice: dict[str, dict[str, None]]  # MIG profile -> eligible node ids with a free one
+    index: NodeIndex  # eligible nodes by what they have free; shared until a clone changes it
+    # One node of each kind (node shape), by kind number: what static filters need of a kind;
+    # and how many eligible nodes each kind has.
+    kinds: list[NodeState]
+    kind_sizes: list[int]
     usage: dict[str, Vec]  # per owner path prefix
     released: set[str] = field(default_factory=set)  # replicas given back in this trial
     _owned: set[str] = field(default_factory=set)  # node ids this copy may mutate in place
@@ -102,9 +106,6 @@ class Inventory:
     _log_nodes: list[str] = field(default_factory=list)
     # A clone's nodes given back while it still shares its parent's index: how each was filed.
     _stale: dict[str, tuple[int, list[str]]] | None = None
-    # Index buckets still shared with the parent once this clone has its own index, as
-    # (id of the index dict, key): copied on their first change (None: all are its own).
-    _shared: set[tuple[int, object]] | None = None
 
     # ------------------------------------------------------------ building
 
@@ -115,6 +116,9 @@ class Inventory:
         nothing = NodeUse(0.0, 0.0, {})
         nodes: dict[str, NodeState] = {}
         shapes: dict[Shape, int] = {}
+        kinds: list[NodeState] = []
+        kind_of: dict[Shape, int] = {}
+        kind_sizes: list[int] = []
         slice_kinds: dict[str, int] = {}  # healthy slices on eligible nodes by MIG profile
         for node in sorted(snap.nodes, key=lambda n: n.id):
             free_gpus: list[GPU] = []
@@ -148,6 +152,9 @@ class Inventory:
             mig_shape.sort()
             shape = (eligible, tuple(whole_shape), tuple(mig_shape))
             shapes[shape] = shapes.get(shape, 0) + 1
+            kind = kind_of.get(shape)
+            if kind is None:
+                kind = kind_of[shape] = len(kind_of)
             free_gpus.sort(key=_BY_ID)
             for lst in free_slices.values():
                 lst.sort(key=_BY_ID)
@@ -162,7 +169,12 @@ class Inventory:
                 total,
                 use.per_model if use is not nothing else {},
                 shape,
+                kind,
             )
+            if kind == len(kinds):
+                kinds.append(nodes[node.id])
+                kind_sizes.append(0)
+            kind_sizes[kind] += eligible
         gpu_kinds = _gpu_kinds(shapes)
         facts = PassFacts(
             models=walked.models,
@@ -180,7 +192,7 @@ class Inventory:
             gpu_kinds=gpu_kinds,
             slice_kinds=slice_kinds,
         )
-        inv = cls(facts, nodes, {}, {}, walked.usage, set(), set(nodes))
+        inv = cls(facts, nodes, NodeIndex(), kinds, kind_sizes, walked.usage, set(), set(nodes))
         for ns in nodes.values():
             inv._index(ns)
         return inv
@@ -191,8 +203,9 @@ class Inventory:
         twin = Inventory(
             self.facts,
             dict(self.nodes),
-            self.by_free,  # shared until the twin walks or takes (see _materialize)
-            self.by_slice,
+            self.index,  # shared until the twin walks or takes (see _materialize)
+            self.kinds,
+            self.kind_sizes,
             dict(self.usage),
             set(self.released),
             set(),
@@ -209,52 +222,19 @@ class Inventory:
         only give back and ask a few nodes, never walk the index."""
         if self._stale is None:
             return
-        # Only the buckets a change touches are copied (a bucket may hold most of the fleet).
-        self.by_free = dict(self.by_free)
-        self.by_slice = dict(self.by_slice)
-        free, sliced = id(self.by_free), id(self.by_slice)
-        self._shared = {(free, k) for k in self.by_free} | {(sliced, k) for k in self.by_slice}
+        self.index = self.index.fork()
         for nid, (count, profiles) in self._stale.items():
-            self._unfile(nid, count, profiles)
+            self.index.unfile(nid, count, self.nodes[nid].kind, profiles)
             self._index(self.nodes[nid])
         self._stale = None
 
-    def _bucket(self, index: dict[Any, dict[str, None]], key: object) -> dict[str, None] | None:
-        """An index bucket this inventory may change (its own copy of a shared one), if any."""
-        bucket = index.get(key)
-        shared = self._shared
-        if bucket is not None and shared is not None and (id(index), key) in shared:
-            shared.discard((id(index), key))
-            bucket = index[key] = dict(bucket)
-        return bucket
-
-    def _file(self, index: dict[Any, dict[str, None]], key: object, node_id: str) -> None:
-        bucket = self._bucket(index, key)
-        if bucket is None:
-            bucket = index[key] = {}
-        bucket[node_id] = None
-
     def _index(self, ns: NodeState) -> None:
-        if not ns.node.eligible:
-            return
-        nid = ns.node.id
-        if ns.free_gpus:
-            self._file(self.by_free, len(ns.free_gpus), nid)
-        for prof, lst in ns.free_slices.items():
-            if lst:
-                self._file(self.by_slice, prof, nid)
+        if ns.node.eligible:
+            slices = [prof for prof, lst in ns.free_slices.items() if lst]
+            self.index.file(ns.node.id, len(ns.free_gpus), ns.kind, slices)
 
     def _unindex(self, ns: NodeState) -> None:
-        self._unfile(ns.node.id, len(ns.free_gpus), ns.free_slices)
-
-    def _unfile(self, node_id: str, count: int, profiles: Iterable[str]) -> None:
-        bucket = self._bucket(self.by_free, count)
-        if bucket is not None:
-            bucket.pop(node_id, None)
-        for prof in profiles:
-            ids = self._bucket(self.by_slice, prof)
-            if ids is not None:
-                ids.pop(node_id, None)
+        self.index.unfile(ns.node.id, len(ns.free_gpus), ns.kind, ns.free_slices)
 
     def _mutable(self, node_id: str) -> NodeState:
         ns = self.nodes[node_id]
@@ -264,19 +244,20 @@ class Inventory:
             self._owned.add(node_id)
         return ns
 
-    def candidate_nodes(self, profile: Profile) -> Iterator[str]:
-        """Eligible nodes that have at least the free devices one shard of `profile` needs.
-        Single-node: the tightest fit first (fewest free GPUs that still suffice: best-fit
-        for bin-packing). Multi-node: the roomiest first, since each later replica needs as
-        many distinct nodes again and the roomiest can give a shard to the most of them.
+    def candidate_nodes(
+        self, profile: Profile, kinds: frozenset[int] | None = None
+    ) -> Iterator[str]:
+        """Eligible nodes that have at least the free devices one shard of `profile` needs
+        (and are of one of `kinds`, when given: the others are never visited). Single-node:
+        the tightest fit first (fewest free GPUs that still suffice: best-fit for
+        bin-packing). Multi-node: the roomiest first, since each later replica needs as many
+        distinct nodes again and the roomiest can give a shard to the most of them.
         Lazy: a walk usually stops after a few; nothing may change the index meanwhile."""
         self._materialize()
         if profile.mig_profile is not None:
-            yield from self.by_slice.get(profile.mig_profile, ())
+            yield from self.index.with_slice(profile.mig_profile)
             return
-        for count in sorted(self.by_free, reverse=profile.shards > 1):
-            if count >= profile.gpus:
-                yield from self.by_free[count]
+        yield from self.index.with_free(profile.gpus, profile.shards > 1, kinds)
 
     # ------------------------------------------------------------ changes
 

@@ -89,11 +89,30 @@ class Placer:
         self.cache = VerdictCache(self._run_static, per_node=extra)
         # (model, profile) -> its last failure to place: where preemption trials start from.
         self.failures: dict[tuple[str, str], Failure] = {}
+        # Profile key -> the node kinds its static filters accept, when walks should skip
+        # the others (None: most nodes are of those kinds, a plain walk is cheaper).
+        self._kinds: dict[Key, frozenset[int] | None] = {}
 
     # ------------------------------------------------------------ one node
 
     def _key(self, model: Model, profile: Profile) -> Key:
         return profile_key(model, profile, self._by_model)
+
+    def _walk(self, ctx: PlaceContext, inv: Inventory) -> Iterator[str]:
+        """The index walk for a profile, over the node kinds its static filters accept only
+        (all of them with an extra filter configured: it may tell alike nodes apart)."""
+        if self._by_model:
+            return inv.candidate_nodes(ctx.profile)
+        key = self._key(ctx.model, ctx.profile)
+        if key not in self._kinds:
+            kinds = frozenset(
+                k
+                for k, ns in enumerate(inv.kinds)
+                if self.cache.verdict(ctx.model, ctx.profile, ns, key).reason is None
+            )
+            most = 2 * sum(inv.kind_sizes[k] for k in kinds) >= sum(inv.kind_sizes)
+            self._kinds[key] = None if most else kinds
+        return inv.candidate_nodes(ctx.profile, self._kinds[key])
 
     def _run_static(self, model: Model, profile: Profile, ns: NodeState) -> Verdict:
         """The static filters on a node's healthy whole GPUs: a reason, or which GPUs serve."""
@@ -207,7 +226,7 @@ class Placer:
             self.failures[(model.name, profile.name)] = Failure(inv.version, [], True)
             return None, ProfileTrial(profile=profile.name, note=block), block
         want = self.limit + profile.shards - 1
-        fits = self._feasible(ctx, inv, inv.candidate_nodes(profile), want)
+        fits = self._feasible(ctx, inv, self._walk(ctx, inv), want)
         if profile.shards > 1 and profile.locality != "none" and len(fits) >= profile.shards:
             fits = self._local(ctx, inv, fits)
         if len(fits) >= profile.shards:
@@ -240,7 +259,7 @@ class Placer:
         group = colocated(fits, node_of, p.shards, self.topology_key, True)
         if group is not None:
             return group
-        every = self._feasible(ctx, inv, inv.candidate_nodes(p), len(inv.nodes))
+        every = self._feasible(ctx, inv, self._walk(ctx, inv), len(inv.nodes))
         required = p.locality == "required"
         group = colocated(every, node_of, p.shards, self.topology_key, required)
         if group is None:
@@ -287,7 +306,7 @@ class Placer:
             ctx = PlaceContext(model, profile)
             before = self.failures.get((model.name, profile.name))
             if before is None or before.quota_blocked or before.version != base_version:
-                found = self._feasible(ctx, inv, inv.candidate_nodes(profile), profile.shards)
+                found = self._feasible(ctx, inv, self._walk(ctx, inv), profile.shards)
                 if len(found) >= profile.shards:
                     return True
                 continue
@@ -308,7 +327,7 @@ class Placer:
         if before is not None and not before.quota_blocked and before.version == inv.version:
             return list(before.feasible)
         ctx = PlaceContext(model, profile)
-        return [nid for nid, _ in self._feasible(ctx, inv, inv.candidate_nodes(profile), 10**9)]
+        return [nid for nid, _ in self._feasible(ctx, inv, self._walk(ctx, inv), 10**9)]
 
     def could_hold(self, model: Model, profile: Profile, ns: NodeState) -> bool:
         """Whether the node passes the static filters for the profile (whatever is free)."""

@@ -11,25 +11,44 @@ from scheduler.core.inventory import Inventory
 from scheduler.core.models import Model, Profile
 
 
-def _index(inv: Inventory) -> tuple[dict[int, list[str]], dict[str, list[str]]]:
+Filed = tuple[dict[int, list[str]], dict[tuple[int, int], list[str]], dict[str, list[str]]]
+
+
+def _index(inv: Inventory) -> Filed:
     inv._materialize()
-    free = {k: sorted(v) for k, v in inv.by_free.items() if v}
-    sliced = {k: sorted(v) for k, v in inv.by_slice.items() if v}
-    return free, sliced
+    free = {k: sorted(v) for k, v in inv.index.by_free.items() if v}
+    kind = {k: sorted(v) for k, v in inv.index.by_kind.items() if v}
+    sliced = {k: sorted(v) for k, v in inv.index.by_slice.items() if v}
+    return free, kind, sliced
 
 
-def _expected(inv: Inventory) -> tuple[dict[int, list[str]], dict[str, list[str]]]:
+def _expected(inv: Inventory) -> Filed:
     free: dict[int, list[str]] = {}
+    kind: dict[tuple[int, int], list[str]] = {}
     sliced: dict[str, list[str]] = {}
     for nid, ns in inv.nodes.items():
         if not ns.node.eligible:
             continue
         if ns.free_gpus:
             free.setdefault(len(ns.free_gpus), []).append(nid)
+            kind.setdefault((len(ns.free_gpus), ns.kind), []).append(nid)
         for prof, lst in ns.free_slices.items():
             if lst:
                 sliced.setdefault(prof, []).append(nid)
-    return {k: sorted(v) for k, v in free.items()}, {k: sorted(v) for k, v in sliced.items()}
+    return (
+        {k: sorted(v) for k, v in free.items()},
+        {k: sorted(v) for k, v in kind.items()},
+        {k: sorted(v) for k, v in sliced.items()},
+    )
+
+
+def _walks_agree(inv: Inventory, profile: Profile) -> None:
+    """A walk restricted to some kinds meets their nodes in the order of the whole walk."""
+    whole = list(inv.candidate_nodes(profile))
+    for kinds in (frozenset({0}), frozenset({1, 2}), frozenset(range(0, len(inv.kinds), 2))):
+        mine = [nid for nid in whole if inv.nodes[nid].kind in kinds]
+        assert list(inv.candidate_nodes(profile, kinds)) == mine
+    assert list(inv.candidate_nodes(profile, frozenset(range(len(inv.kinds))))) == whole
 
 
 def test_trials_leave_the_parent_alone_and_keep_their_own_index_right() -> None:
@@ -54,5 +73,8 @@ def test_trials_leave_the_parent_alone_and_keep_their_own_index_right() -> None:
             nested.take(one, one.profiles[0], ns.node.id, [ns.free_gpus[0].id])
     assert _index(nested) == _expected(nested)
     assert _index(trial) == _expected(trial)
+    for inventory in (inv, trial, nested):
+        for profile in (one.profiles[0], Profile(name="two", gpus=2, shards=2)):
+            _walks_agree(inventory, profile)
     assert _index(inv) == before, "a trial changed the inventory it was cloned from"
     assert _index(nested) != before, "the trials changed nothing: the test proves nothing"
