@@ -3,22 +3,25 @@
 A filter says why a node cannot hold one shard (or None when it can); it may narrow the
 devices still in the running by assigning a new list to `choice.gpus` (never mutating it).
 A filter with `static = True` reads only the node's description (`node.node`) and the
-profile, never what is free: the core runs those first, once per profile and node shape in
-a pass (per node when an extra filter is configured), on the node's healthy whole GPUs, and
-remembers the verdict and the narrowing (as Nomad caches feasibility per computed node
-class). The others run on every visit, on the free
-GPUs that survived the static narrowing. A scorer ranks a node with its chosen devices;
-higher is better. Extra plugins are passed to `decide(snapshot, plugins)`; loading them from
-entry points is an adapter's job, never the core's.
+profile, never what is free: the core runs those first, once per profile key and node shape
+in a pass (per node when an extra static filter does not declare what it reads: `Keyed`),
+on the node's healthy whole GPUs, and remembers the verdict and the narrowing (as Nomad
+caches feasibility per computed node class). The others run on every visit, on the free
+GPUs that survived the static narrowing. A filter's `name` is what plans count its "no"
+under (`ProfileTrial.short`), its sentence what they say (`ProfileTrial.reasons`). A scorer
+ranks a node with its chosen devices; higher is better. Extra plugins are passed to
+`decide(snapshot, plugins)`; loading them from entry points is an adapter's job, never the
+core's.
 """
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol, runtime_checkable
 
 from scheduler.core.inventory import NodeState
-from scheduler.core.models import GPU, MigSlice, Model, Profile
+from scheduler.core.models import GPU, MigSlice, Model, Node, Profile
 
 
 @dataclass
@@ -36,17 +39,40 @@ class Choice:
     picked: list[str] = field(default_factory=list)
 
 
+class Reason(NamedTuple):
+    """Which filter said no (its `name`) and in which words: a dynamic filter may say
+    different ones on different nodes ("no free 1g.10gb slice", "no free 3g.40gb slice")."""
+
+    filter: str
+    text: str
+
+
 class Filter(Protocol):
-    """A placement filter. `name` says which filter said no (in ProfileTrial counts and logs).
-    `static` declares what it reads: True, only the node's description and the profile (the
-    core then asks it once per node shape and profile key, docs/decision-core.md "Placement");
-    False, what is free now too (asked on every visit). Declared, never guessed: the adapter
-    that loads third-party filters treats one that does not say as dynamic."""
+    """A placement filter. `name` says which filter said no (the key of ProfileTrial counts;
+    one per filter). `static` declares what it reads: True, only the node's description and
+    the profile (asked once per node, or once per node shape and profile key when it is
+    `Keyed`, docs/decision-core.md "Placement"); False, what is free now too (asked on every
+    visit). Declared, never guessed: the adapter that loads third-party filters treats one
+    that does not say as dynamic."""
 
     name: str
     static: bool
 
     def filter(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> str | None: ...
+
+
+@runtime_checkable
+class Keyed(Filter, Protocol):
+    """A static filter that declares what it reads, so that alike nodes share its verdict.
+    `shape_key(node)`: what it reads of the node beyond its shape (eligibility, and each
+    device's model, memory and health); nodes of one shape and equal keys get one verdict.
+    `profile_fields`: the Profile fields it reads (None: the model too, so its verdicts are
+    kept per (model, profile)). It keeps or drops GPUs by model and memory only; a narrowing
+    by anything else holds for its node alone. Declaring less than it reads changes plans."""
+
+    profile_fields: tuple[str, ...] | None
+
+    def shape_key(self, node: Node) -> Hashable: ...
 
 
 class Scorer(Protocol):
@@ -157,8 +183,21 @@ def count_short(p: Profile, usable_free: int) -> str | None:
 
 def builtin_dynamic_short(p: Profile, node: NodeState, usable_free: int) -> str | None:
     """What the three built-in dynamic filters below say, in their order, without a Choice:
-    the core asks this directly on every visit when no extra filter is configured."""
+    the core asks this directly on every visit when no extra dynamic filter is configured."""
     return resources_short(p, node) or slice_short(p, node) or count_short(p, usable_free)
+
+
+def builtin_dynamic_reason(p: Profile, node: NodeState, usable_free: int) -> Reason | None:
+    """builtin_dynamic_short with the name of the filter that said it: for explanations,
+    which count by filter, not for the placement walks, which need only a yes or no."""
+    text = resources_short(p, node)
+    if text is not None:
+        return Reason(NodeResources.name, text)
+    text = slice_short(p, node)
+    if text is not None:
+        return Reason(MigProfile.name, text)
+    text = count_short(p, usable_free)
+    return None if text is None else Reason(GPUCount.name, text)
 
 
 class NodeResources:

@@ -100,7 +100,13 @@ def test_a_static_extra_filter_decides_and_explains_per_node() -> None:
     assert len(starts) == 2  # node a holds two replicas of 4
     status = plan.models["m"]
     assert status.pending is not None
-    assert status.tried[0].short == {"not in pool gpu": 2, "too few free GPUs": 1}
+    # Counted by filter name; each filter's words kept beside (issue 15).
+    assert status.tried[0].short == {"gpu-count": 1, "only-pool": 2}
+    assert status.tried[0].reasons == {
+        "gpu-count": {"too few free GPUs": 1},
+        "only-pool": {"not in pool gpu": 2},
+    }
+    assert "(short on 3 nodes: 2 not in pool gpu, 1 too few free GPUs)" in status.pending
     # Its verdict is remembered per node for the pass, not asked again on every visit.
     assert only.calls <= 2 * len(snap.nodes)
 
@@ -148,4 +154,5 @@ def test_explanations_follow_the_placements_of_the_same_pass() -> None:
     snap = _snapshot([_node("a", 4), _node("b", 4)], [_model("m1", 4, 2), _model("m2", 4, 1)])
     plan = decide(snap)
     assert len([a for a in plan.actions if isinstance(a, StartAction)]) == 2
-    assert plan.models["m2"].tried[0].short == {"too few free GPUs": 2}
+    assert plan.models["m2"].tried[0].short == {"gpu-count": 2}
+    assert plan.models["m2"].tried[0].reasons == {"gpu-count": {"too few free GPUs": 2}}
