@@ -156,3 +156,34 @@ def test_explanations_follow_the_placements_of_the_same_pass() -> None:
     assert len([a for a in plan.actions if isinstance(a, StartAction)]) == 2
     assert plan.models["m2"].tried[0].short == {"gpu-count": 2}
     assert plan.models["m2"].tried[0].reasons == {"gpu-count": {"too few free GPUs": 2}}
+
+
+def test_a_filter_that_says_different_things_is_counted_once_with_all_its_words() -> None:
+    """ProfileTrial.short counts by filter name (issue 15); `reasons` keeps what the filter
+    said where, so one that says two things on two nodes loses neither."""
+    snap = _snapshot(
+        [
+            {**_node("a", 8), "cpu_cores": 2},  # too few CPU cores
+            {**_node("b", 8), "memory_gb": 8},  # too little memory
+            _node("c", 2),  # too few GPUs
+        ],
+        [
+            {
+                "name": "m",
+                "owner": "org/a",
+                "scaling": {"min": 1, "max": 1},
+                "profiles": [{"name": "p", "gpus": 4, "cpu_cores": 8, "memory_gb": 64}],
+            }
+        ],
+    )
+    status = decide(snap).models["m"]
+    (trial,) = status.tried
+    assert trial.short == {"gpu-count": 1, "node-resources": 2}
+    assert trial.reasons == {
+        "gpu-count": {"too few free GPUs": 1},
+        "node-resources": {"too few free CPU cores": 1, "too little free memory": 1},
+    }
+    assert status.pending == (
+        "profile p: no node has 4 free GPUs (short on 3 nodes: 1 too few free CPU cores, "
+        "1 too few free GPUs, 1 too little free memory)"
+    )
