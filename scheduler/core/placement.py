@@ -18,13 +18,14 @@ from scheduler.core.inventory import Inventory, NodeState, profile_need
 from scheduler.core.locality import Costs, colocated
 from scheduler.core.models import Model, Node, Profile, ProfileTrial, Settings, Shard
 from scheduler.core.plugins import (
+    BUILTIN_SAID,
     Choice,
     Filter,
     PlaceContext,
     Reason,
     Scorer,
-    builtin_dynamic_reason,
     builtin_dynamic_short,
+    builtin_reason,
     memory_suffices,
     model_matches,
     pick_gpus,
@@ -123,7 +124,8 @@ class Placer:
         elif kinds is not None:
             gpus = [g for g in gpus if (g.model, g.memory_gb) in kinds]
         if not self._plugin_dynamic:
-            return builtin_dynamic_reason(ctx.profile, ns, len(gpus))
+            text = builtin_dynamic_short(ctx.profile, ns, len(gpus))
+            return None if text is None else BUILTIN_SAID.get(text) or builtin_reason(text)
         choice = Choice(gpus=gpus)
         for f in self.dynamic:
             reason = f.filter(ctx, ns, choice)
@@ -274,12 +276,12 @@ class Placer:
                 if verdict[0] is not None:  # static: the same for every node of the shape
                     seen.counts[verdict[0]] = seen.counts.get(verdict[0], 0) + len(members)
                     continue
+                by_id = verdict.ids is not None  # a narrowing by id holds for its node only
                 for member in members:
                     ns = inv.nodes[member.node.id]
-                    own = verdict  # but a narrowing by id holds for its node only
-                    if verdict.ids is not None:
-                        own = cache.node_verdict(ctx.model, ctx.profile, ns, vkey)
-                    seen.set(ns.node.id, self._why(ctx, ns, own))
+                    if by_id:
+                        verdict = cache.node_verdict(ctx.model, ctx.profile, ns, vkey)
+                    seen.set(ns.node.id, self._why(ctx, ns, verdict))
         elif seen.version != inv.version:
             for nid in sorted(inv.changed_since(seen.version)):
                 if nid in seen.reasons:  # the others failed a static filter

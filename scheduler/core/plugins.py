@@ -161,11 +161,16 @@ class GPUMemory:
 # ---------------------------------------------------------------- dynamic filters
 
 
+CPU_SHORT = "too few free CPU cores"
+MEMORY_SHORT = "too little free memory"
+GPUS_SHORT = "too few free GPUs"
+
+
 def resources_short(p: Profile, node: NodeState) -> str | None:
     if node.free_cpu + 1e-9 < p.cpu_cores:
-        return "too few free CPU cores"
+        return CPU_SHORT
     if node.free_mem + 1e-9 < p.memory_gb:
-        return "too little free memory"
+        return MEMORY_SHORT
     return None
 
 
@@ -177,7 +182,7 @@ def slice_short(p: Profile, node: NodeState) -> str | None:
 
 def count_short(p: Profile, usable_free: int) -> str | None:
     if p.mig_profile is None and usable_free < p.gpus:
-        return "too few free GPUs"
+        return GPUS_SHORT
     return None
 
 
@@ -185,19 +190,6 @@ def builtin_dynamic_short(p: Profile, node: NodeState, usable_free: int) -> str 
     """What the three built-in dynamic filters below say, in their order, without a Choice:
     the core asks this directly on every visit when no extra dynamic filter is configured."""
     return resources_short(p, node) or slice_short(p, node) or count_short(p, usable_free)
-
-
-def builtin_dynamic_reason(p: Profile, node: NodeState, usable_free: int) -> Reason | None:
-    """builtin_dynamic_short with the name of the filter that said it: for explanations,
-    which count by filter, not for the placement walks, which need only a yes or no."""
-    text = resources_short(p, node)
-    if text is not None:
-        return Reason(NodeResources.name, text)
-    text = slice_short(p, node)
-    if text is not None:
-        return Reason(MigProfile.name, text)
-    text = count_short(p, usable_free)
-    return None if text is None else Reason(GPUCount.name, text)
 
 
 class NodeResources:
@@ -225,6 +217,20 @@ class GPUCount:
 
     def filter(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> str | None:
         return count_short(ctx.profile, len(choice.gpus))
+
+
+def builtin_reason(text: str) -> Reason:
+    """Which built-in dynamic filter said `text` (builtin_dynamic_short's answer): for
+    explanations, which count by filter; the placement walks need only a yes or no."""
+    return BUILTIN_SAID.get(text) or Reason(MigProfile.name, text)  # the one naming a slice
+
+
+# The built-in dynamic filters' fixed sentences with their names.
+BUILTIN_SAID = {
+    CPU_SHORT: Reason(NodeResources.name, CPU_SHORT),
+    MEMORY_SHORT: Reason(NodeResources.name, MEMORY_SHORT),
+    GPUS_SHORT: Reason(GPUCount.name, GPUS_SHORT),
+}
 
 
 def default_filters() -> list[Filter]:

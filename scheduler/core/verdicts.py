@@ -93,10 +93,6 @@ class VerdictCache:
             found = self.by_node[key] = {}
         return found
 
-    def shape(self, ns: NodeState) -> Hashable:
-        """What alike nodes share: the built-in filters read the node's shape."""
-        return ns.shape
-
     def verdict(self, model: Model, profile: Profile, ns: NodeState, key: Key) -> Verdict:
         """The node's verdict, worked out once per shape (per node on the plugin path)."""
         if self.per_node:
@@ -120,7 +116,7 @@ class VerdictCache:
             return [[ns] for ns in inv.nodes.values()]
         if not self.members:
             for ns in inv.nodes.values():
-                self.members.setdefault(self.shape(ns), []).append(ns)
+                self.members.setdefault(ns.shape, []).append(ns)
         return list(self.members.values())
 
 
@@ -140,6 +136,12 @@ class KeyedVerdicts(VerdictCache):
             found = (ns.shape, *(k(ns.node) for k in self.shape_keys))
             self.node_shapes[ns.node.id] = found
         return found
+
+    def shapes(self, inv: Inventory) -> list[list[NodeState]]:
+        if not self.members:
+            for ns in inv.nodes.values():
+                self.members.setdefault(self.shape(ns), []).append(ns)
+        return list(self.members.values())
 
     def verdict(self, model: Model, profile: Profile, ns: NodeState, key: Key) -> Verdict:
         ck = (key, self.shape(ns))
