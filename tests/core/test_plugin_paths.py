@@ -155,6 +155,12 @@ class DeclaredZoneRule(ZoneRule):
         return _zone(node)
 
 
+class DeclaredReadsModel(DeclaredZoneRule):
+    """Declares it may read the model too: shared by alike nodes, per (model, profile)."""
+
+    profile_fields = None
+
+
 class TooCoarse(ZoneRule):
     """Declares less than it reads (not the zone): nodes of other zones get its verdict."""
 
@@ -201,12 +207,13 @@ def test_the_declared_filters_are_keyed_and_the_others_not() -> None:
 def test_a_declared_filter_places_as_undeclared_with_fewer_static_runs() -> None:
     for nodes, seed in ((60, 0), (200, 1)):
         snap = steady_snapshot(nodes, seed=seed)
-        undeclared, declared = ZoneRule(), DeclaredZoneRule()
+        undeclared, declared, per_model = ZoneRule(), DeclaredZoneRule(), DeclaredReadsModel()
         plans = _plans(snap, undeclared)
-        assert plans == _plans(snap, declared)
+        assert plans == _plans(snap, declared) == _plans(snap, per_model)
         assert any("zone-rule" in p for p in plans), "the filter never said no: proves little"
         # Verdicts shared by alike nodes of a zone: far fewer runs than one per node.
         assert declared.calls * 5 < undeclared.calls, (declared.calls, undeclared.calls)
+        assert declared.calls < per_model.calls < undeclared.calls
 
 
 def test_a_shape_key_that_declares_less_than_the_filter_reads_changes_the_plan() -> None:
