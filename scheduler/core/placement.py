@@ -125,6 +125,7 @@ class Placer:
             gpus = [g for g in gpus if (g.model, g.memory_gb) in kinds]
         if not self._plugin_dynamic:
             text = builtin_dynamic_short(ctx.profile, ns, len(gpus))
+            # The fixed sentences' table first: no call for most nodes explained.
             return None if text is None else BUILTIN_SAID.get(text) or builtin_reason(text)
         choice = Choice(gpus=gpus)
         for f in self.dynamic:
