@@ -8,6 +8,7 @@ A plugin that fails to load is logged and skipped, never fatal.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from functools import cache
 from importlib import resources
 from importlib.metadata import entry_points
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 if TYPE_CHECKING:
+    from scheduler.core.models import Node
     from scheduler.core.plugins import Plugins
     from scheduler.demand import DemandSource
     from scheduler.demand.signals import SignalSource
@@ -47,39 +49,109 @@ def load_group(group: str) -> dict[str, Any]:
 def placement_plugins() -> Plugins | None:
     """Filters and scorers from entry points (each an object or a class to instantiate), or
     None when there are none: the core then runs its built-in pipeline alone."""
-    from scheduler.core.plugins import Plugins
+    from scheduler.core.plugins import Plugins, default_filters
 
     def _instances(group: str) -> list[Any]:
         return [p() if isinstance(p, type) else p for p in load_group(group).values()]
 
-    filters = [_declared(f) for f in _instances(FILTERS)]
+    taken = {f.name for f in default_filters()}
+    filters = []
+    for f in _instances(FILTERS):
+        declared = _declared(f, taken)
+        taken.add(declared.name)
+        filters.append(declared)
     scorers = _instances(SCORERS)
     if not filters and not scorers:
         return None
     return Plugins(filters=filters, scorers=scorers)
 
 
-class _Dynamic:
-    """A third-party filter that does not declare `static`: asked on every visit, which is
-    right whatever it reads (a static one would only be asked less often)."""
+class _Plain:
+    """A third-party filter as the core's Filter protocol has it, where it does not say so
+    itself: its name (the key its "no" is counted under) and whether it is static."""
 
-    static = False
-
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: Any, name: str, static: bool) -> None:
         self.inner = inner
-        self.name = str(getattr(inner, "name", type(inner).__name__))
+        self.name = name
+        self.static = static
 
     def filter(self, ctx: Any, node: Any, choice: Any) -> str | None:
         result: str | None = self.inner.filter(ctx, node, choice)
         return result
 
 
-def _declared(f: Any) -> Any:
-    """The filter as the core's Filter protocol has it: `static` declared as a bool."""
-    if isinstance(getattr(f, "static", None), bool):
-        return f
-    log.warning("plugin_static_undeclared", name=getattr(f, "name", type(f).__name__))
-    return _Dynamic(f)
+class _Keyed(_Plain):
+    """A static filter that declares what it reads (core.plugins.Keyed), its declaration
+    checked. A shape key that fails or cannot be hashed keys its node alone: that node then
+    gets a verdict of its own, as an undeclared filter's nodes do (logged once)."""
+
+    def __init__(self, inner: Any, name: str, fields: tuple[str, ...] | None) -> None:
+        super().__init__(inner, name, True)
+        self.profile_fields = fields
+        self._warned = False
+
+    def shape_key(self, node: Node) -> Hashable:
+        try:
+            key: Hashable = self.inner.shape_key(node)
+            hash(key)
+        except Exception as exc:  # a third-party plugin's bug must not stop the pass
+            if not self._warned:
+                self._warned = True
+                log.warning("plugin_shape_key_failed", name=self.name, node=node.id, error=str(exc))
+            return (_OWN_VERDICT, node.id)
+        return key
+
+
+_OWN_VERDICT = object()  # equal to nothing a plugin returns: the node's verdict is its own
+
+
+def _declared(f: Any, taken: set[str] | frozenset[str] = frozenset()) -> Any:
+    """The filter as the core's Filter protocol has it: `name` a string no other filter has,
+    `static` declared as a bool (else dynamic), and a static one's declaration of what it
+    reads (`shape_key`, `profile_fields`) checked: a bad one is logged and ignored, so the
+    filter is asked once per node, as one that declares nothing."""
+    name = getattr(f, "name", None)
+    if not isinstance(name, str) or not name:
+        name = type(f).__name__
+    if name in taken:
+        unique = next(f"{name}-{i}" for i in range(2, len(taken) + 3) if f"{name}-{i}" not in taken)
+        log.warning("plugin_name_taken", name=name, reported_as=unique)
+        name = unique
+    static = getattr(f, "static", None)
+    if not isinstance(static, bool):
+        log.warning("plugin_static_undeclared", name=name)
+        return _Plain(f, name, False)
+    declares = hasattr(f, "shape_key") or hasattr(f, "profile_fields")
+    if not static or not declares:
+        return f if name == getattr(f, "name", None) else _Plain(f, name, static)
+    problem, fields = _profile_fields(getattr(f, "profile_fields", _MISSING))
+    if not callable(getattr(f, "shape_key", None)):
+        problem = "shape_key is not a method"
+    if problem is not None:
+        log.warning("plugin_shape_key_ignored", name=name, problem=problem)
+        return _Plain(f, name, True)
+    return _Keyed(f, name, fields)
+
+
+def _profile_fields(fields: object) -> tuple[str | None, tuple[str, ...] | None]:
+    """(what is wrong with a declared `profile_fields`, or None; the fields as the core
+    takes them: sorted names, or None for "the model too")."""
+    from scheduler.core.models import Profile
+
+    if fields is None:
+        return None, None
+    if fields is _MISSING:
+        return "profile_fields missing (None: it reads the model)", None
+    if not isinstance(fields, tuple | list | set | frozenset):
+        return f"profile_fields {fields!r} is not a list of Profile field names", None
+    names = [n for n in fields if isinstance(n, str) and n in Profile.model_fields]
+    if len(names) != len(fields):
+        unknown = ", ".join(sorted(repr(n) for n in fields if n not in names))
+        return f"profile_fields names no Profile field: {unknown}", None
+    return None, tuple(sorted(names))
+
+
+_MISSING = object()
 
 
 def signal_source(config: ServiceConfig) -> SignalSource | None:

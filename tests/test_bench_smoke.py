@@ -145,6 +145,13 @@ def test_pass_time_script_prints_sane_json() -> None:
     assert isinstance(out["growth"]["fit_exponent_vs_nodes_x_models"], float)
 
 
+def test_filter_verdicts_script_prints_sane_json() -> None:
+    out = _run_json("bench.filter_verdicts", "--sizes", "60")
+    (size,) = out["sizes"]
+    assert size["declared_plan_equals_undeclared"] is True
+    assert 0 < size["declared"]["filter_runs"] < size["undeclared"]["filter_runs"]
+
+
 def test_quality_script_prints_sane_json() -> None:
     out = _run_json("bench.quality", "--instances", "5", "--time-limit-s", "2")
     assert out["instances"] == 5

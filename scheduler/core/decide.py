@@ -95,7 +95,7 @@ class _Pass(Retirement, SharingPhases):
             default_filters() + list(extra.filters),
             default_scorers() + list(extra.scorers),
             len(snapshot.nodes),
-            extra=bool(extra.filters),
+            extra=extra.filters,
             settings=self.settings,
         )
         self.inv = inv = Inventory.build(snapshot)

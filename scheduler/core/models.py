@@ -351,10 +351,13 @@ Action = Annotated[StartAction | StopAction, Field(discriminator="op")]
 
 
 class ProfileTrial(Strict):
-    """What placing one profile ran into: a filter's name and on how many nodes it said no."""
+    """What placing one profile ran into: per filter (by its name, e.g. "gpu-count"), on how
+    many nodes it said no (`short`), and what it said there (`reasons`: its sentences, each
+    with its nodes; a dynamic filter may say several). `note`: why it was not tried (quota)."""
 
     profile: str
     short: dict[str, int] = Field(default_factory=dict)
+    reasons: dict[str, dict[str, int]] = Field(default_factory=dict)
     note: str | None = None
 
 

@@ -11,23 +11,27 @@ profile and node shape for the pass (see plugins).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from scheduler.core.inventory import Inventory, NodeState, profile_need
 from scheduler.core.locality import Costs, colocated
 from scheduler.core.models import Model, Node, Profile, ProfileTrial, Settings, Shard
 from scheduler.core.plugins import (
+    BUILTIN_SAID,
     Choice,
     Filter,
     PlaceContext,
+    Reason,
     Scorer,
     builtin_dynamic_short,
+    builtin_reason,
     memory_suffices,
     model_matches,
     pick_gpus,
 )
-from scheduler.core.verdicts import Explained, Key, Verdict, VerdictCache, profile_key
+from scheduler.core.reasons import explained, sentence
+from scheduler.core.verdicts import Explained, Key, Verdict, profile_key, verdict_cache
 
 MIN_LIMIT = 3  # feasible nodes scored per shard search, at least
 
@@ -54,17 +58,6 @@ class Failure:
     quota_blocked: bool
 
 
-def _describe(p: Profile) -> str:
-    if p.mig_profile is not None:
-        return f"a free {p.mig_profile} slice"
-    what = f"{p.gpus} free GPU{'s' if p.gpus != 1 else ''}"
-    if p.gpu_models:
-        what += " matching " + "/".join(p.gpu_models)
-    if p.gpu_memory_gb is not None:
-        what += f" with {p.gpu_memory_gb:g} GB"
-    return what
-
-
 class Placer:
     """The filter and score chain for one pass, with what it learns along the way."""
 
@@ -73,9 +66,10 @@ class Placer:
         filters: list[Filter],
         scorers: list[Scorer],
         n_nodes: int,
-        extra: bool,
+        extra: Sequence[Filter] = (),
         settings: Settings | None = None,
     ) -> None:
+        """`filters`: the built-in ones and then the `extra` ones (already in `filters`)."""
         settings = settings or Settings()
         self.topology_key = settings.topology_key
         self.costs = Costs(settings)
@@ -83,10 +77,12 @@ class Placer:
         self.dynamic = [f for f in filters if not f.static]
         self.scorers = scorers
         self.limit = max(MIN_LIMIT, math.ceil(math.log2(max(n_nodes, 2)) / 2))
-        # The built-in filters read only the profile's fields in its profile_key (and CPU and
-        # memory); an extra one may read anything, so then each (model, profile) is its own.
-        self._by_model = extra
-        self.cache = VerdictCache(self._run_static, per_node=extra)
+        # An extra dynamic filter: the dynamic ones run as plugins, not through the fast path.
+        self._plugin_dynamic = any(not f.static for f in extra)
+        extra_static = [f for f in extra if f.static]
+        self._narrow_by_id = bool(extra_static)  # else the narrowing goes by GPU kind
+        # What the static filters read of a profile (profile_key) and of a node (the cache).
+        self.cache, self._fields = verdict_cache(self._run_static, extra_static)
         # (model, profile) -> its last failure to place: where preemption trials start from.
         self.failures: dict[tuple[str, str], Failure] = {}
         # Profile key -> the node kinds its static filters accept, when walks should skip
@@ -96,7 +92,7 @@ class Placer:
     # ------------------------------------------------------------ one node
 
     def _key(self, model: Model, profile: Profile) -> Key:
-        return profile_key(model, profile, self._by_model)
+        return profile_key(model, profile, self._fields)
 
     def _walk(self, ctx: PlaceContext, inv: Inventory) -> Iterator[str]:
         """The index walk for a profile, over the node kinds its static filters accept only
@@ -122,23 +118,40 @@ class Placer:
         for f in self.static:
             reason = f.filter(ctx, ns, choice)
             if reason is not None:
-                return Verdict(reason)
+                return Verdict(Reason(f.name, reason))
         if len(choice.gpus) == len(whole):
             return Verdict(None)  # all of them
-        if self._by_model:
-            return Verdict(None, ids=frozenset(g.id for g in choice.gpus))
         # The built-in filters keep or drop every GPU of one (model, memory) alike, so the kinds
-        # kept say which serve on any node of the shape.
-        return Verdict(None, kinds=frozenset((g.model, g.memory_gb) for g in choice.gpus))
+        # kept say which serve on any node of the shape; an extra one may not.
+        kinds = frozenset((g.model, g.memory_gb) for g in choice.gpus)
+        if self._narrow_by_id and (
+            self.cache.per_node
+            or sum((g.model, g.memory_gb) in kinds for g in whole) != len(choice.gpus)
+        ):
+            return Verdict(None, ids=frozenset(g.id for g in choice.gpus))
+        return Verdict(None, kinds=kinds)
 
-    def _check(
-        self, ctx: PlaceContext, ns: NodeState, key: Key
-    ) -> tuple[str | None, Choice | None]:
-        """Why the node cannot hold one shard now, or the choice of devices it offers."""
-        verdict = self.cache.node_verdict(ctx.model, ctx.profile, ns, key)
+    def _why(self, ctx: PlaceContext, ns: NodeState, verdict: Verdict) -> Reason | None:
+        """Which filter says the node cannot hold one shard now, and its words (explanations
+        only: the walks ask _check_dynamic, which need not name the filter)."""
         if verdict.reason is not None:
-            return verdict.reason, None
-        return self._check_dynamic(ctx, ns, verdict)
+            return verdict.reason
+        _, ids, kinds = verdict
+        gpus = ns.free_gpus
+        if ids is not None:
+            gpus = [g for g in gpus if g.id in ids]
+        elif kinds is not None:
+            gpus = [g for g in gpus if (g.model, g.memory_gb) in kinds]
+        if not self._plugin_dynamic:
+            text = builtin_dynamic_short(ctx.profile, ns, len(gpus))
+            # The fixed sentences' table first: no call for most nodes explained.
+            return None if text is None else BUILTIN_SAID.get(text) or builtin_reason(text)
+        choice = Choice(gpus=gpus)
+        for f in self.dynamic:
+            reason = f.filter(ctx, ns, choice)
+            if reason is not None:
+                return Reason(f.name, reason)
+        return None
 
     def _check_dynamic(
         self, ctx: PlaceContext, ns: NodeState, verdict: Verdict
@@ -150,7 +163,7 @@ class Placer:
         elif kinds is not None:
             gpus = [g for g in gpus if (g.model, g.memory_gb) in kinds]
         p = ctx.profile
-        if not self._by_model:  # the built-in filters only: ask them without a Choice
+        if not self._plugin_dynamic:  # the built-in filters only: ask them without a Choice
             reason = builtin_dynamic_short(p, ns, len(gpus))
             if reason is not None:
                 return reason, None
@@ -242,7 +255,7 @@ class Placer:
         self.failures[(model.name, profile.name)] = Failure(
             inv.version, [nid for nid, _ in fits], False
         )
-        return None, ProfileTrial(profile=profile.name), _sentence(profile, len(fits), {})
+        return None, ProfileTrial(profile=profile.name), sentence(profile, len(fits), {})
 
     def _local(
         self, ctx: PlaceContext, inv: Inventory, fits: list[tuple[str, Choice]]
@@ -269,7 +282,7 @@ class Placer:
     def cost(self, placement: Placement, inv: Inventory) -> float:
         return self.costs.of(placement.shards, lambda nid: _node(inv, nid))
 
-    def _explain(self, ctx: PlaceContext, inv: Inventory) -> dict[str, int]:
+    def _explain(self, ctx: PlaceContext, inv: Inventory) -> dict[Reason, int]:
         """How many nodes said no for which reason. Worked out once per profile shape and then
         kept up to date from the inventory's log of changed nodes, not redone per model."""
         vkey = self._key(ctx.model, ctx.profile)
@@ -279,23 +292,24 @@ class Placer:
         if seen is None or seen.inv is not inv:
             seen = cache.explained[key] = Explained(inv, inv.version, {}, {})
             for members in cache.shapes(inv):
-                if self._by_model:
-                    ns = inv.nodes[members[0].node.id]
-                    seen.set(ns.node.id, self._check(ctx, ns, vkey)[0])
-                    continue
-                verdict = cache.verdict(ctx.model, ctx.profile, members[0], vkey)
+                verdict = cache.node_verdict(ctx.model, ctx.profile, members[0], vkey)
                 if verdict[0] is not None:  # static: the same for every node of the shape
                     seen.counts[verdict[0]] = seen.counts.get(verdict[0], 0) + len(members)
                     continue
+                by_id = verdict.ids is not None  # a narrowing by id holds for its node only
                 for member in members:
                     ns = inv.nodes[member.node.id]
-                    seen.set(ns.node.id, self._check_dynamic(ctx, ns, verdict)[0])
+                    if by_id:
+                        verdict = cache.node_verdict(ctx.model, ctx.profile, ns, vkey)
+                    seen.set(ns.node.id, self._why(ctx, ns, verdict))
         elif seen.version != inv.version:
             for nid in sorted(inv.changed_since(seen.version)):
                 if nid in seen.reasons:  # the others failed a static filter
-                    seen.set(nid, self._check(ctx, inv.nodes[nid], vkey)[0])
+                    ns = inv.nodes[nid]
+                    verdict = cache.node_verdict(ctx.model, ctx.profile, ns, vkey)
+                    seen.set(nid, self._why(ctx, ns, verdict))
             seen.version = inv.version
-        return {r: n for r, n in sorted(seen.counts.items()) if n}
+        return {r: n for r, n in seen.counts.items() if n}
 
     def fits(self, model: Model, inv: Inventory, base_version: int, touched: set[str]) -> bool:
         """Whether some profile of the model fits in a trial inventory: a clone of the one at
@@ -376,30 +390,12 @@ class Placer:
             return out
         for profile, trial, note in tried:
             if explain and trial.note is None:  # not a quota: say which nodes lacked what
-                short = self._explain(PlaceContext(model, profile), inv)
+                counts = self._explain(PlaceContext(model, profile), inv)
                 n_fits = len(self.failures[(model.name, profile.name)].feasible)
-                trial = ProfileTrial(profile=profile.name, short=short)
-                note = _sentence(profile, n_fits, short)
+                trial, note = explained(profile, n_fits, counts)
             out.trials.append(trial)
             out.notes.append(note)
         return out
-
-
-def _sentence(profile: Profile, n_fits: int, short: dict[str, int]) -> str:
-    total = sum(short.values())
-    parts = ", ".join(f"{n} {r}" for r, n in sorted(short.items(), key=lambda kv: (-kv[1], kv[0])))
-    if profile.shards > 1:
-        text = (
-            f"profile {profile.name}: only {n_fits} of {profile.shards} distinct nodes "
-            f"have {_describe(profile)}"
-        )
-    elif profile.is_mig:
-        text = f"profile {profile.name}: no free {profile.mig_profile} slice"
-    else:
-        text = f"profile {profile.name}: no node has {_describe(profile)}"
-    if total:
-        text += f" (short on {total} node{'s' if total != 1 else ''}: {parts})"
-    return text
 
 
 def _node(inv: Inventory, node_id: str) -> Node | None:

@@ -3,22 +3,25 @@
 A filter says why a node cannot hold one shard (or None when it can); it may narrow the
 devices still in the running by assigning a new list to `choice.gpus` (never mutating it).
 A filter with `static = True` reads only the node's description (`node.node`) and the
-profile, never what is free: the core runs those first, once per profile and node shape in
-a pass (per node when an extra filter is configured), on the node's healthy whole GPUs, and
-remembers the verdict and the narrowing (as Nomad caches feasibility per computed node
-class). The others run on every visit, on the free
-GPUs that survived the static narrowing. A scorer ranks a node with its chosen devices;
-higher is better. Extra plugins are passed to `decide(snapshot, plugins)`; loading them from
-entry points is an adapter's job, never the core's.
+profile, never what is free: the core runs those first, once per profile key and node shape
+in a pass (per node when an extra static filter does not declare what it reads: `Keyed`),
+on the node's healthy whole GPUs, and remembers the verdict and the narrowing (as Nomad
+caches feasibility per computed node class). The others run on every visit, on the free
+GPUs that survived the static narrowing. A filter's `name` is what plans count its "no"
+under (`ProfileTrial.short`), its sentence what they say (`ProfileTrial.reasons`). A scorer
+ranks a node with its chosen devices; higher is better. Extra plugins are passed to
+`decide(snapshot, plugins)`; loading them from entry points is an adapter's job, never the
+core's.
 """
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol, runtime_checkable
 
 from scheduler.core.inventory import NodeState
-from scheduler.core.models import GPU, MigSlice, Model, Profile
+from scheduler.core.models import GPU, MigSlice, Model, Node, Profile
 
 
 @dataclass
@@ -36,17 +39,40 @@ class Choice:
     picked: list[str] = field(default_factory=list)
 
 
+class Reason(NamedTuple):
+    """Which filter said no (its `name`) and in which words: a dynamic filter may say
+    different ones on different nodes ("no free 1g.10gb slice", "no free 3g.40gb slice")."""
+
+    filter: str
+    text: str
+
+
 class Filter(Protocol):
-    """A placement filter. `name` says which filter said no (in ProfileTrial counts and logs).
-    `static` declares what it reads: True, only the node's description and the profile (the
-    core then asks it once per node shape and profile key, docs/decision-core.md "Placement");
-    False, what is free now too (asked on every visit). Declared, never guessed: the adapter
-    that loads third-party filters treats one that does not say as dynamic."""
+    """A placement filter. `name` says which filter said no (the key of ProfileTrial counts;
+    one per filter). `static` declares what it reads: True, only the node's description and
+    the profile (asked once per node, or once per node shape and profile key when it is
+    `Keyed`, docs/decision-core.md "Placement"); False, what is free now too (asked on every
+    visit). Declared, never guessed: the adapter that loads third-party filters treats one
+    that does not say as dynamic."""
 
     name: str
     static: bool
 
     def filter(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> str | None: ...
+
+
+@runtime_checkable
+class Keyed(Filter, Protocol):
+    """A static filter that declares what it reads, so that alike nodes share its verdict.
+    `shape_key(node)`: what it reads of the node beyond its shape (eligibility, and each
+    device's model, memory and health); nodes of one shape and equal keys get one verdict.
+    `profile_fields`: the Profile fields it reads (None: the model too, so its verdicts are
+    kept per (model, profile)). It keeps or drops GPUs by model and memory only; a narrowing
+    by anything else holds for its node alone. Declaring less than it reads changes plans."""
+
+    profile_fields: tuple[str, ...] | None
+
+    def shape_key(self, node: Node) -> Hashable: ...
 
 
 class Scorer(Protocol):
@@ -135,11 +161,16 @@ class GPUMemory:
 # ---------------------------------------------------------------- dynamic filters
 
 
+CPU_SHORT = "too few free CPU cores"
+MEMORY_SHORT = "too little free memory"
+GPUS_SHORT = "too few free GPUs"
+
+
 def resources_short(p: Profile, node: NodeState) -> str | None:
     if node.free_cpu + 1e-9 < p.cpu_cores:
-        return "too few free CPU cores"
+        return CPU_SHORT
     if node.free_mem + 1e-9 < p.memory_gb:
-        return "too little free memory"
+        return MEMORY_SHORT
     return None
 
 
@@ -151,13 +182,13 @@ def slice_short(p: Profile, node: NodeState) -> str | None:
 
 def count_short(p: Profile, usable_free: int) -> str | None:
     if p.mig_profile is None and usable_free < p.gpus:
-        return "too few free GPUs"
+        return GPUS_SHORT
     return None
 
 
 def builtin_dynamic_short(p: Profile, node: NodeState, usable_free: int) -> str | None:
     """What the three built-in dynamic filters below say, in their order, without a Choice:
-    the core asks this directly on every visit when no extra filter is configured."""
+    the core asks this directly on every visit when no extra dynamic filter is configured."""
     return resources_short(p, node) or slice_short(p, node) or count_short(p, usable_free)
 
 
@@ -186,6 +217,20 @@ class GPUCount:
 
     def filter(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> str | None:
         return count_short(ctx.profile, len(choice.gpus))
+
+
+def builtin_reason(text: str) -> Reason:
+    """Which built-in dynamic filter said `text` (builtin_dynamic_short's answer): for
+    explanations, which count by filter; the placement walks need only a yes or no."""
+    return BUILTIN_SAID.get(text) or Reason(MigProfile.name, text)  # the one naming a slice
+
+
+# The built-in dynamic filters' fixed sentences with their names.
+BUILTIN_SAID = {
+    CPU_SHORT: Reason(NodeResources.name, CPU_SHORT),
+    MEMORY_SHORT: Reason(NodeResources.name, MEMORY_SHORT),
+    GPUS_SHORT: Reason(GPUCount.name, GPUS_SHORT),
+}
 
 
 def default_filters() -> list[Filter]:

@@ -3,26 +3,29 @@
 Static filters read only a node's description and the profile, so their verdict holds for
 the whole pass. The built-in ones read the profile fields in `profile_key` and the node's
 `NodeState.shape`: nodes of one shape get one verdict per profile key, as Nomad keeps
-feasibility per computed node class. An extra static filter may read anything, so with one
-configured (`per_node`) the verdicts are kept per (model, profile) and per node instead.
+feasibility per computed node class. An extra static filter that declares what it reads
+(`plugins.Keyed`) adds its `shape_key(node)` to the shape and its profile fields to the key
+(`KeyedVerdicts`); one that does not may read anything, so with one configured (`per_node`)
+the verdicts are kept per (model, profile) and per node instead.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from scheduler.core.inventory import Inventory, NodeState, Shape
-from scheduler.core.models import Model, Profile
+from scheduler.core.inventory import Inventory, NodeState
+from scheduler.core.models import Model, Node, Profile
+from scheduler.core.plugins import Filter, Keyed, Reason
 
 
 class Verdict(NamedTuple):
     """The static filters' answer for one node: why it can never hold the profile (`reason`),
-    or which of its GPUs may serve it, by id (`ids`, extra filters ran) or by (model, memory)
-    kind (`kinds`); both None: every healthy whole GPU."""
+    or which of its GPUs may serve it, by id (`ids`: held for this node only) or by (model,
+    memory) kind (`kinds`); both None: every healthy whole GPU."""
 
-    reason: str | None
+    reason: Reason | None
     ids: frozenset[str] | None = None
     kinds: frozenset[tuple[str, float]] | None = None
 
@@ -30,26 +33,35 @@ class Verdict(NamedTuple):
 Key = tuple[object, ...]
 
 
-def profile_key(model: Model, profile: Profile, per_node: bool) -> Key:
-    """What the static filters read of a (model, profile): the built-in ones only the GPU
-    count, memory, models and MIG profile; extra ones anything, so then the names."""
-    if per_node:
-        return (model.name, profile.name)
+def profile_key(model: Model, profile: Profile, extra_fields: tuple[str, ...] | None) -> Key:
+    """What the static filters read of a (model, profile): the built-in ones the GPU count,
+    memory, models and MIG profile; declared extra ones the fields they name (`extra_fields`);
+    None when some extra one may read anything of the model: then its names too."""
     models = tuple(profile.gpu_models) if profile.gpu_models is not None else None
-    return (profile.gpus, profile.gpu_memory_gb, models, profile.mig_profile)
+    key: Key = (profile.gpus, profile.gpu_memory_gb, models, profile.mig_profile)
+    if extra_fields is None:
+        # With the built-in fields: `placement: cheapest` tries variants of one profile name.
+        return (model.name, profile.name, *key)
+    if extra_fields:
+        key += tuple(_frozen(getattr(profile, f)) for f in extra_fields)
+    return key
+
+
+def _frozen(value: object) -> object:
+    return tuple(value) if isinstance(value, list) else value
 
 
 @dataclass
 class Explained:
-    """Why each node cannot hold one profile shape now, counted by reason; brought up to date
-    from the inventory's log of changed nodes rather than worked out again."""
+    """Why each node cannot hold one profile shape now, counted by filter and its words;
+    brought up to date from the inventory's log of changed nodes rather than worked out again."""
 
     inv: Inventory
     version: int
-    reasons: dict[str, str | None]  # node id -> why it cannot hold the profile now
-    counts: dict[str, int]  # reason -> nodes (None, a node that fits, is not counted)
+    reasons: dict[str, Reason | None]  # node id -> why it cannot hold the profile now
+    counts: dict[Reason, int]  # reason -> nodes (None, a node that fits, is not counted)
 
-    def set(self, node_id: str, reason: str | None) -> None:
+    def set(self, node_id: str, reason: Reason | None) -> None:
         old = self.reasons.get(node_id)
         if old is not None:
             self.counts[old] -= 1
@@ -65,11 +77,11 @@ class VerdictCache:
     run_static: Callable[[Model, Profile, NodeState], Verdict]
     per_node: bool
     # (profile key, node shape) -> verdict: the shared answer for alike nodes.
-    by_shape: dict[tuple[Key, Shape], Verdict] = field(default_factory=dict)
+    by_shape: dict[tuple[Key, Hashable], Verdict] = field(default_factory=dict)
     # profile key -> node id -> verdict: what placement walks read, filled as nodes are met.
     by_node: dict[Key, dict[str, Verdict]] = field(default_factory=dict)
     # node shape -> its nodes (id order); static facts, so any inventory of the pass will do.
-    members: dict[Shape, list[NodeState]] = field(default_factory=dict)
+    members: dict[Hashable, list[NodeState]] = field(default_factory=dict)
     # profile key -> healthy devices on eligible nodes the profile could ever use.
     reach: dict[Key, int] = field(default_factory=dict)
     # (profile key, cpu, memory) -> the per-reason counts of nodes that cannot hold it.
@@ -106,3 +118,53 @@ class VerdictCache:
             for ns in inv.nodes.values():
                 self.members.setdefault(ns.shape, []).append(ns)
         return list(self.members.values())
+
+
+@dataclass
+class KeyedVerdicts(VerdictCache):
+    """Verdicts shared by nodes alike for every filter: the same shape and the same
+    `shape_key(node)` of each declared extra filter. A verdict that narrows the GPUs by id
+    (not by model and memory) holds for its own node only, so it is not shared."""
+
+    shape_keys: Sequence[Callable[[Node], Hashable]] = ()
+    # node id -> its shape with the declared keys: static facts, worked out once a pass.
+    node_shapes: dict[str, Hashable] = field(default_factory=dict)
+
+    def shape(self, ns: NodeState) -> Hashable:
+        found = self.node_shapes.get(ns.node.id)
+        if found is None:
+            found = (ns.shape, *(k(ns.node) for k in self.shape_keys))
+            self.node_shapes[ns.node.id] = found
+        return found
+
+    def shapes(self, inv: Inventory) -> list[list[NodeState]]:
+        if not self.members:
+            for ns in inv.nodes.values():
+                self.members.setdefault(self.shape(ns), []).append(ns)
+        return list(self.members.values())
+
+    def verdict(self, model: Model, profile: Profile, ns: NodeState, key: Key) -> Verdict:
+        ck = (key, self.shape(ns))
+        found = self.by_shape.get(ck)
+        if found is None:
+            found = self.run_static(model, profile, ns)
+            if found.ids is None:
+                self.by_shape[ck] = found
+        return found
+
+
+def verdict_cache(
+    run_static: Callable[[Model, Profile, NodeState], Verdict], extra_static: Sequence[Filter]
+) -> tuple[VerdictCache, tuple[str, ...] | None]:
+    """The cache for a pass with these extra static filters, and the Profile fields they read
+    beyond the built-in ones' (profile_key's `extra_fields`): shared by shape when none is
+    configured or all declare what they read, else per node and (model, profile)."""
+    keyed = [f for f in extra_static if isinstance(f, Keyed)]
+    if len(keyed) < len(extra_static):
+        return VerdictCache(run_static, per_node=True), None
+    if not keyed:
+        return VerdictCache(run_static, per_node=False), ()
+    declared = [f.profile_fields for f in keyed]
+    fields = None if None in declared else tuple(sorted({n for f in declared for n in f or ()}))
+    shape_keys = [f.shape_key for f in keyed]
+    return KeyedVerdicts(run_static, per_node=False, shape_keys=shape_keys), fields

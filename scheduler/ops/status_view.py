@@ -98,12 +98,25 @@ def decide_live() -> LiveDecision:
     )
 
 
+def _nodes(n: int) -> str:
+    return f"{n} node{'s' if n != 1 else ''}"
+
+
 def explain_trials(tried: list[ProfileTrial]) -> list[str]:
-    """One line per profile: what was short, on how many nodes."""
+    """One line per profile: what each filter said, on how many nodes, and which filter it
+    was ("too few free GPUs on 12 nodes (gpu-count)"). A record without the filters' words
+    (written before they were kept) shows the counts' keys as they are."""
     lines = []
     for t in tried:
-        short = ", ".join(f"{why} on {n} node{'s' if n != 1 else ''}" for why, n in t.short.items())
-        text = short or "nothing short"
+        parts = []
+        for name, n in t.short.items():
+            said = t.reasons.get(name)
+            if said:
+                words = ", ".join(f"{text} on {_nodes(k)}" for text, k in said.items())
+                parts.append(f"{words} ({name})")
+            else:
+                parts.append(f"{name} on {_nodes(n)}")
+        text = ", ".join(parts) or "nothing short"
         lines.append(f"{t.profile}: {text}" + (f" ({t.note})" if t.note else ""))
     return lines
 

@@ -281,7 +281,7 @@ def victim_instances(draw: st.DrawFn) -> tuple[Snapshot, int]:
 def test_victim_search_matches_brute_force(inst: tuple[Snapshot, int]) -> None:
     s, max_victims = inst
     inv = Inventory.build(s)
-    placer = Placer(default_filters(), default_scorers(), len(s.nodes), extra=False)
+    placer = Placer(default_filters(), default_scorers(), len(s.nodes))
     crit = next(m for m in s.models if m.name == "crit")
     assert placer.place(crit, inv).placement is None
     pool = VictimPool(s, inv, set())

@@ -100,7 +100,13 @@ def test_a_static_extra_filter_decides_and_explains_per_node() -> None:
     assert len(starts) == 2  # node a holds two replicas of 4
     status = plan.models["m"]
     assert status.pending is not None
-    assert status.tried[0].short == {"not in pool gpu": 2, "too few free GPUs": 1}
+    # Counted by filter name; each filter's words kept beside (issue 15).
+    assert status.tried[0].short == {"gpu-count": 1, "only-pool": 2}
+    assert status.tried[0].reasons == {
+        "gpu-count": {"too few free GPUs": 1},
+        "only-pool": {"not in pool gpu": 2},
+    }
+    assert "(short on 3 nodes: 2 not in pool gpu, 1 too few free GPUs)" in status.pending
     # Its verdict is remembered per node for the pass, not asked again on every visit.
     assert only.calls <= 2 * len(snap.nodes)
 
@@ -148,4 +154,36 @@ def test_explanations_follow_the_placements_of_the_same_pass() -> None:
     snap = _snapshot([_node("a", 4), _node("b", 4)], [_model("m1", 4, 2), _model("m2", 4, 1)])
     plan = decide(snap)
     assert len([a for a in plan.actions if isinstance(a, StartAction)]) == 2
-    assert plan.models["m2"].tried[0].short == {"too few free GPUs": 2}
+    assert plan.models["m2"].tried[0].short == {"gpu-count": 2}
+    assert plan.models["m2"].tried[0].reasons == {"gpu-count": {"too few free GPUs": 2}}
+
+
+def test_a_filter_that_says_different_things_is_counted_once_with_all_its_words() -> None:
+    """ProfileTrial.short counts by filter name (issue 15); `reasons` keeps what the filter
+    said where, so one that says two things on two nodes loses neither."""
+    snap = _snapshot(
+        [
+            {**_node("a", 8), "cpu_cores": 2},  # too few CPU cores
+            {**_node("b", 8), "memory_gb": 8},  # too little memory
+            _node("c", 2),  # too few GPUs
+        ],
+        [
+            {
+                "name": "m",
+                "owner": "org/a",
+                "scaling": {"min": 1, "max": 1},
+                "profiles": [{"name": "p", "gpus": 4, "cpu_cores": 8, "memory_gb": 64}],
+            }
+        ],
+    )
+    status = decide(snap).models["m"]
+    (trial,) = status.tried
+    assert trial.short == {"gpu-count": 1, "node-resources": 2}
+    assert trial.reasons == {
+        "gpu-count": {"too few free GPUs": 1},
+        "node-resources": {"too few free CPU cores": 1, "too little free memory": 1},
+    }
+    assert status.pending == (
+        "profile p: no node has 4 free GPUs (short on 3 nodes: 1 too few free CPU cores, "
+        "1 too few free GPUs, 1 too little free memory)"
+    )

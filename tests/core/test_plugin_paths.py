@@ -1,21 +1,27 @@
 """The built-in fast path and the plugin path place alike (issue 15).
 
 With no extra filter the core asks the built-in filters through a fast path: static verdicts
-per profile and node shape, the dynamic ones without a Choice. Any extra filter switches it
-to the plugin path: verdicts per node and the built-in dynamic filters run as plugins. Extra
-filters that never say no must not change a single byte of the plan.
+per profile and node shape, the dynamic ones without a Choice. An extra static filter that
+does not declare what it reads makes the static verdicts per node; one that does (`Keyed`)
+keeps them per shape, its key added; an extra dynamic filter runs the built-in dynamic ones
+as plugins. Extra filters that never say no must not change a single byte of the plan, and
+a declared filter must place exactly as the same filter undeclared.
 """
 
 from __future__ import annotations
+
+import zlib
+from collections.abc import Hashable
 
 from hypothesis import HealthCheck, given, settings
 
 from bench.fleetgen import steady_snapshot
 from scheduler.core.decide import decide
 from scheduler.core.inventory import NodeState
-from scheduler.core.models import Plan, Snapshot
-from scheduler.core.plugins import Choice, PlaceContext, Plugins
+from scheduler.core.models import Node, Plan, Snapshot
+from scheduler.core.plugins import Choice, Filter, Keyed, PlaceContext, Plugins
 from scheduler.core.simulate import apply_plan
+from scheduler.core.validate import parse_snapshot
 from tests.core.test_core_properties import Scenario, passes, scenarios
 
 
@@ -35,12 +41,25 @@ class AllowDynamic:
         return None
 
 
-PLUGIN_PATH = Plugins(filters=[AllowStatic(), AllowDynamic()])
+class AllowStaticKeyed(AllowStatic):
+    profile_fields: tuple[str, ...] | None = ()
+
+    def shape_key(self, node: Node) -> Hashable:
+        return None
+
+
+PLUGIN_PATHS = [
+    Plugins(filters=[AllowStatic(), AllowDynamic()]),  # per node, dynamic ones as plugins
+    Plugins(filters=[AllowStatic()]),  # per node, dynamic fast path
+    Plugins(filters=[AllowStaticKeyed()]),  # per shape and key, dynamic fast path
+    Plugins(filters=[AllowStaticKeyed(), AllowDynamic()]),
+]
 
 
 def _same(snap: Snapshot, fast: Plan) -> None:
-    slow = decide(snap, PLUGIN_PATH)
-    assert slow.model_dump_json() == fast.model_dump_json()
+    for plugins in PLUGIN_PATHS:
+        slow = decide(snap, plugins)
+        assert slow.model_dump_json() == fast.model_dump_json()
 
 
 def test_the_bench_fleets_get_the_same_plan_on_both_paths() -> None:
@@ -60,6 +79,31 @@ def test_generated_scenarios_get_the_same_plan_on_both_paths(scn: Scenario) -> N
         _same(snap, plan)
 
 
+def test_variants_of_a_cheapest_profile_keep_their_own_verdicts_on_the_plugin_path() -> None:
+    """`placement: cheapest` tries a profile narrowed to each GPU type under the same name:
+    per-(model, profile) verdicts must not hand the unnarrowed verdict to the variants (they
+    did: with any extra filter the dearer H100 was taken)."""
+    nodes = [
+        {"id": n, "name": n, "cpu_cores": 64, "memory_gb": 512,
+         "gpus": [{"id": f"{n}-g{i}", "model": m, "memory_gb": 80} for i in range(2)]}
+        for n, m in (("a", "NVIDIA H100 80GB HBM3"), ("b", "NVIDIA A100-SXM4-80GB"))
+    ]  # fmt: skip
+    snap = parse_snapshot(
+        {
+            "now": "2026-12-02T10:00:00Z",
+            "nodes": nodes,
+            "settings": {"gpu_costs": {"H100": 4.0, "A100": 1.5}},
+            "models": [
+                {"name": "m", "owner": "org/a", "placement": "cheapest",
+                 "scaling": {"min": 1, "max": 1}, "profiles": [{"name": "any", "gpus": 1}]}
+            ],
+        }
+    )  # fmt: skip
+    plan = decide(snap)
+    assert [s.node for a in plan.actions if a.op == "start" for s in a.shards] == ["b"]
+    _same(snap, plan)
+
+
 def test_a_filter_that_says_no_is_heard_on_the_plugin_path() -> None:
     """The comparison above is not vacuous: the plugin path does run the extra filters."""
 
@@ -70,3 +114,128 @@ def test_a_filter_that_says_no_is_heard_on_the_plugin_path() -> None:
     snap = steady_snapshot(60, seed=0)
     plan = decide(snap, Plugins(filters=[Refuse()]))
     assert not [a for a in plan.actions if a.op == "start"]
+
+
+# ---------------------------------------------------------------- declared shape keys
+
+
+def _zone(node: Node) -> int:
+    """A node's zone, from its id (every fleet has ids): three zones of mixed hardware."""
+    return zlib.crc32(node.id.encode()) % 3
+
+
+class ZoneRule:
+    """A static extra filter that reads a node's zone and the profile's GPU count: zone 0
+    takes nothing over 2 GPUs a shard, zone 1 only GPUs of 80 GB or more (a narrowing)."""
+
+    name = "zone-rule"
+    static = True
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def filter(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> str | None:
+        self.calls += 1
+        zone = _zone(node.node)
+        if zone == 0 and ctx.profile.gpus > 2:
+            return "zone 0 takes at most 2 GPUs a shard"
+        if zone == 1 and not ctx.profile.is_mig:
+            choice.gpus = [g for g in choice.gpus if g.memory_gb >= 80]
+            if not choice.gpus:
+                return "zone 1 lends only GPUs of 80 GB"
+        return None
+
+
+class DeclaredZoneRule(ZoneRule):
+    """The same filter, saying what it reads: alike nodes of one zone share its verdict."""
+
+    profile_fields: tuple[str, ...] | None = ("gpus", "mig_profile")
+
+    def shape_key(self, node: Node) -> Hashable:
+        return _zone(node)
+
+
+class DeclaredReadsModel(DeclaredZoneRule):
+    """Declares it may read the model too: shared by alike nodes, per (model, profile)."""
+
+    profile_fields = None
+
+
+class TooCoarse(ZoneRule):
+    """Declares less than it reads (not the zone): nodes of other zones get its verdict."""
+
+    profile_fields: tuple[str, ...] | None = ("gpus", "mig_profile")
+
+    def shape_key(self, node: Node) -> Hashable:
+        return None
+
+
+class DropFirstGPU(AllowStatic):
+    """Declared, but narrows by GPU id (drops the lowest id), not by model and memory: its
+    verdict must be kept per node whatever it declares, or other nodes lose the wrong GPU."""
+
+    name = "drop-first"
+    profile_fields: tuple[str, ...] | None = ()
+
+    def filter(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> str | None:
+        choice.gpus = sorted(choice.gpus, key=lambda g: g.id)[1:]
+        return None
+
+    def shape_key(self, node: Node) -> Hashable:
+        return None
+
+
+class DropFirstUndeclared(DropFirstGPU):
+    shape_key = None  # type: ignore[assignment]  # not a declaration: no method
+
+
+def _plans(snap: Snapshot, f: Filter, steps: int = 2) -> list[str]:
+    out = []
+    for _ in range(steps):
+        plan = decide(snap, Plugins(filters=[f]))
+        out.append(plan.model_dump_json())
+        snap = apply_plan(snap, plan, 30)
+    return out
+
+
+def test_the_declared_filters_are_keyed_and_the_others_not() -> None:
+    assert isinstance(DeclaredZoneRule(), Keyed) and isinstance(TooCoarse(), Keyed)
+    assert not isinstance(ZoneRule(), Keyed) and not isinstance(AllowStatic(), Keyed)
+    assert isinstance(DropFirstGPU(), Keyed) and not isinstance(DropFirstUndeclared(), Keyed)
+
+
+def test_a_declared_filter_places_as_undeclared_with_fewer_static_runs() -> None:
+    for nodes, seed in ((60, 0), (200, 1)):
+        snap = steady_snapshot(nodes, seed=seed)
+        undeclared, declared, per_model = ZoneRule(), DeclaredZoneRule(), DeclaredReadsModel()
+        plans = _plans(snap, undeclared)
+        assert plans == _plans(snap, declared) == _plans(snap, per_model)
+        assert any("zone-rule" in p for p in plans), "the filter never said no: proves little"
+        # Verdicts shared by alike nodes of a zone: far fewer runs than one per node.
+        assert declared.calls * 5 < undeclared.calls, (declared.calls, undeclared.calls)
+        assert declared.calls < per_model.calls < undeclared.calls
+
+
+def test_a_shape_key_that_declares_less_than_the_filter_reads_changes_the_plan() -> None:
+    """The comparison above can fail: leave the zone out of the key and plans differ."""
+    snap = steady_snapshot(200, seed=1)
+    assert _plans(snap, TooCoarse()) != _plans(snap, ZoneRule())
+
+
+def test_a_narrowing_by_gpu_id_is_kept_per_node_though_declared() -> None:
+    snap = steady_snapshot(60, seed=0)
+    assert _plans(snap, DropFirstGPU()) == _plans(snap, DropFirstUndeclared())
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
+@given(scenarios())
+def test_generated_scenarios_place_alike_with_the_filter_declared_or_not(scn: Scenario) -> None:
+    for snap, _ in passes(scn):
+        undeclared = decide(snap, Plugins(filters=[ZoneRule()]))
+        declared = decide(snap, Plugins(filters=[DeclaredZoneRule()]))
+        assert declared.model_dump_json() == undeclared.model_dump_json()
+        by_id = decide(snap, Plugins(filters=[DropFirstGPU()]))
+        assert (
+            by_id.model_dump_json()
+            == decide(snap, Plugins(filters=[DropFirstUndeclared()])).model_dump_json()
+        )

@@ -29,6 +29,10 @@ def records(consul_kv: object) -> None:
                 "tried": [
                     {"profile": "tp4", "short": {"gpus": 6, "gpu_model": 0}},
                     {"profile": "mig", "short": {"mig_profile": 1}, "note": "no 3g.40gb free"},
+                    {"profile": "tp2", "short": {"gpu-count": 3, "node-resources": 5},
+                     "reasons": {"gpu-count": {"too few free GPUs": 3},
+                                 "node-resources": {"too few free CPU cores": 4,
+                                                    "too little free memory": 1}}},
                 ],
             }
         ),
@@ -61,6 +65,11 @@ def test_why_explains_each_profile_from_the_record(records: None) -> None:
     assert "no node with 4 free H100 GPUs" in out
     assert "tried tp4: gpus on 6 nodes, gpu_model on 0 nodes" in out
     assert "tried mig: mig_profile on 1 node (no 3g.40gb free)" in out
+    # Counted by filter name (issue 15), said in the filters' words, each with its nodes.
+    assert (
+        "tried tp2: too few free GPUs on 3 nodes (gpu-count), too few free CPU cores on 4 "
+        "nodes, too little free memory on 1 node (node-resources)"
+    ) in out
     code, out = _run("why", "tiny-1b", "--json")
     assert json.loads(out)["pending"] is None
 

@@ -1,0 +1,53 @@
+"""Why a profile did not fit, as plans say it: counts per filter name and the sentence.
+
+`ProfileTrial.short` counts by filter name (the contract: "gpu-count": 12), `reasons` keeps
+each filter's words with their nodes, and `pending` says it all in one sentence, by words
+("12 too few free GPUs"), as operators read it.
+"""
+
+from __future__ import annotations
+
+from scheduler.core.models import Profile, ProfileTrial
+from scheduler.core.plugins import Reason
+
+
+def describe(p: Profile) -> str:
+    if p.mig_profile is not None:
+        return f"a free {p.mig_profile} slice"
+    what = f"{p.gpus} free GPU{'s' if p.gpus != 1 else ''}"
+    if p.gpu_models:
+        what += " matching " + "/".join(p.gpu_models)
+    if p.gpu_memory_gb is not None:
+        what += f" with {p.gpu_memory_gb:g} GB"
+    return what
+
+
+def sentence(profile: Profile, n_fits: int, texts: dict[str, int]) -> str:
+    """The `pending` sentence of one profile; `texts`: nodes per filter sentence."""
+    total = sum(texts.values())
+    parts = ", ".join(f"{n} {r}" for r, n in sorted(texts.items(), key=lambda kv: (-kv[1], kv[0])))
+    if profile.shards > 1:
+        text = (
+            f"profile {profile.name}: only {n_fits} of {profile.shards} distinct nodes "
+            f"have {describe(profile)}"
+        )
+    elif profile.is_mig:
+        text = f"profile {profile.name}: no free {profile.mig_profile} slice"
+    else:
+        text = f"profile {profile.name}: no node has {describe(profile)}"
+    if total:
+        text += f" (short on {total} node{'s' if total != 1 else ''}: {parts})"
+    return text
+
+
+def explained(profile: Profile, n_fits: int, counts: dict[Reason, int]) -> tuple[ProfileTrial, str]:
+    """The trial (counts by filter name, words by filter) and the sentence (by words)."""
+    short: dict[str, int] = {}
+    reasons: dict[str, dict[str, int]] = {}
+    texts: dict[str, int] = {}
+    for (name, text), n in sorted(counts.items()):
+        short[name] = short.get(name, 0) + n
+        reasons.setdefault(name, {})[text] = n
+        texts[text] = texts.get(text, 0) + n
+    trial = ProfileTrial(profile=profile.name, short=short, reasons=reasons)
+    return trial, sentence(profile, n_fits, texts)
