@@ -10,7 +10,7 @@ in a pass (catalog, replicas, quotas) is in `facts` (facts.PassFacts), shared by
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from operator import attrgetter
 
@@ -243,6 +243,13 @@ class Inventory:
             self.nodes[node_id] = ns
             self._owned.add(node_id)
         return ns
+
+    def few_kinds(self, accepts: Callable[[NodeState], bool]) -> frozenset[int] | None:
+        """The node kinds whose nodes `accepts` (asked of one node of each), when they hold
+        less than half of the eligible nodes; else None: a walk over all is then cheaper than
+        merging kinds, and visits few nodes in vain."""
+        kinds = frozenset(k for k, ns in enumerate(self.kinds) if accepts(ns))
+        return kinds if 2 * sum(self.kind_sizes[k] for k in kinds) < sum(self.kind_sizes) else None
 
     def candidate_nodes(
         self, profile: Profile, kinds: frozenset[int] | None = None

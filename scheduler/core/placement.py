@@ -1,11 +1,10 @@
 """Placing one replica: quota check, filters per node, scorers, best node(s) per profile.
 
-Nodes are visited tightest fit first (the inventory's by-free-count index, smallest count
-that suffices upward) and only the first `limit` feasible ones are scored, as Nomad's
-LimitIterator does: the best-scored among the best-fitting few, not a scan of the fleet.
+Nodes are visited tightest fit first (the inventory's index, smallest free count that suffices
+upward, skipping node kinds the static filters refuse) and only the first `limit` feasible
+ones are scored, as Nomad's LimitIterator does: the best-scored among the best-fitting few.
 Nomad scores 2 nodes for batch jobs and log2(n) for services; half of log2(n), at least 3,
-kept the placement quality of bench/quality.py. Static filters' verdicts are remembered per
-profile and node shape for the pass (see plugins).
+kept the placement quality of bench/quality.py. Static verdicts: see verdicts.py.
 """
 
 from __future__ import annotations
@@ -85,8 +84,7 @@ class Placer:
         self.cache, self._fields = verdict_cache(self._run_static, extra_static)
         # (model, profile) -> its last failure to place: where preemption trials start from.
         self.failures: dict[tuple[str, str], Failure] = {}
-        # Profile key -> the node kinds its static filters accept, when walks should skip
-        # the others (None: most nodes are of those kinds, a plain walk is cheaper).
+        # Profile key -> the node kinds walks keep to (None: all, see _walk).
         self._kinds: dict[Key, frozenset[int] | None] = {}
 
     # ------------------------------------------------------------ one node
@@ -95,20 +93,13 @@ class Placer:
         return profile_key(model, profile, self._fields)
 
     def _walk(self, ctx: PlaceContext, inv: Inventory) -> Iterator[str]:
-        """The index walk for a profile, over the node kinds its static filters accept only
-        (all of them with an extra filter configured: it may tell alike nodes apart)."""
-        if self._by_model:
-            return inv.candidate_nodes(ctx.profile)
+        """The index walk for a profile: over the node kinds its static filters accept only,
+        when they are few. Not with an extra static filter (alike nodes may differ then)."""
         key = self._key(ctx.model, ctx.profile)
-        if key not in self._kinds:
-            kinds = frozenset(
-                k
-                for k, ns in enumerate(inv.kinds)
-                if self.cache.verdict(ctx.model, ctx.profile, ns, key).reason is None
-            )
-            most = 2 * sum(inv.kind_sizes[k] for k in kinds) >= sum(inv.kind_sizes)
-            self._kinds[key] = None if most else kinds
-        return inv.candidate_nodes(ctx.profile, self._kinds[key])
+        if key not in self._kinds and not self._narrow_by_id:
+            verdict, m, p = self.cache.verdict, ctx.model, ctx.profile
+            self._kinds[key] = inv.few_kinds(lambda ns: verdict(m, p, ns, key).reason is None)
+        return inv.candidate_nodes(ctx.profile, self._kinds.get(key))
 
     def _run_static(self, model: Model, profile: Profile, ns: NodeState) -> Verdict:
         """The static filters on a node's healthy whole GPUs: a reason, or which GPUs serve."""

@@ -10,7 +10,6 @@ from bench.fleetgen import steady_snapshot
 from scheduler.core.inventory import Inventory
 from scheduler.core.models import Model, Profile
 
-
 Filed = tuple[dict[int, list[str]], dict[tuple[int, int], list[str]], dict[str, list[str]]]
 
 
