@@ -145,6 +145,40 @@ def test_pass_time_script_prints_sane_json() -> None:
     assert isinstance(out["growth"]["fit_exponent_vs_nodes_x_models"], float)
 
 
+def test_pass_compare_against_itself_prints_sane_ratios() -> None:
+    out = _run_json(
+        "bench.pass_compare",
+        "--against",
+        str(ROOT),
+        "--sizes",
+        "10,20",
+        "--rounds",
+        "1",
+        "--passes",
+        "1",
+    )
+    assert [s["nodes"] for s in out["sizes"]] == [10, 20]
+    for size in out["sizes"]:
+        assert size["this_cpu_median_ms"] > 0 and size["against_cpu_median_ms"] > 0
+        # Worked out before rounding to 0.1 ms, which is coarse at these tiny sizes.
+        assert size["ratio_this_to_against"] == pytest.approx(
+            size["this_cpu_median_ms"] / size["against_cpu_median_ms"], rel=0.3
+        )
+
+
+def test_pass_compare_refuses_what_is_not_a_checkout(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.pass_compare", "--against", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "is not a checkout of this repository" in done.stderr
+
+
 def test_filter_verdicts_script_prints_sane_json() -> None:
     out = _run_json("bench.filter_verdicts", "--sizes", "60")
     (size,) = out["sizes"]
