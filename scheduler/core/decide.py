@@ -180,7 +180,9 @@ class _Pass(Retirement, SharingPhases):
         self.retire()
         self.scale_down()
         self.replace_stale()
-        order = sorted(self.snapshot.models, key=self.order_key)
+        # Only models short of their target take turns; where the others sort never matters.
+        short = [m for m in self.snapshot.models if self.live[m.name] < self.target[m.name]]
+        order = sorted(short, key=self.order_key)
         if self.inv.facts.quotas:
             self.fair = FairShare(self.snapshot, self.inv)
             self.guarantees_first(order)
@@ -188,11 +190,10 @@ class _Pass(Retirement, SharingPhases):
         else:
             for m in order:
                 self.turn(m, None)
-        waiting: list[Model] = []
-        for m in order:
+        # Short of room (not held, not waiting for victims), in turn order.
+        waiting = [m for m in order if m.name in self.outcome and self.outcome[m.name][1]]
+        for m in self.snapshot.models:
             pending, tried = self.outcome.get(m.name, (None, []))
-            if pending is not None and tried:
-                waiting.append(m)  # short of room (not held, not waiting for victims)
             w = self.wants[m.name]
             statuses[m.name] = ModelStatus(
                 desired=self.desired[m.name],
@@ -225,11 +226,8 @@ class _Pass(Retirement, SharingPhases):
         others are held for: that room is their owner's whatever the classes (they would take
         it back from a borrower anyway, rule R2). Else a higher class that only borrows takes
         it and is reclaimed from in turn, pass after pass, or starts and loses a replica at
-        once. Only models that will place need the rest (the others keep their place)."""
+        once. Asked only of models short of their target."""
         have = self.live[m.name]
-        if have >= self.target[m.name]:
-            at_min = have >= m.scaling.min
-            return TurnOrder(True, True, ModelOrder(-CLASS_RANK[m.class_], at_min, 0, 0.0, m.name))
         owed = within_guarantee(m, self.inv)
         key = self.keys[m.name] = _order_key(m, have, self.placer.reach(m, self.inv))
         return TurnOrder(not owed, not (owed and m.name in self.claimants), key)
