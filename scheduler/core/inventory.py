@@ -90,10 +90,8 @@ class Inventory:
     facts: PassFacts
     nodes: dict[str, NodeState]
     index: NodeIndex  # eligible nodes by what they have free; shared until a clone changes it
-    # One node of each kind (node shape), by kind number: what static filters need of a kind;
-    # and how many eligible nodes each kind has.
+    # One node of each kind (node shape), by kind number: what static filters need of a kind.
     kinds: list[NodeState]
-    kind_sizes: list[int]
     usage: dict[str, Vec]  # per owner path prefix
     released: set[str] = field(default_factory=set)  # replicas given back in this trial
     _owned: set[str] = field(default_factory=set)  # node ids this copy may mutate in place
@@ -118,7 +116,6 @@ class Inventory:
         shapes: dict[Shape, int] = {}
         kinds: list[NodeState] = []
         kind_of: dict[Shape, int] = {}
-        kind_sizes: list[int] = []
         slice_kinds: dict[str, int] = {}  # healthy slices on eligible nodes by MIG profile
         for node in sorted(snap.nodes, key=lambda n: n.id):
             free_gpus: list[GPU] = []
@@ -173,8 +170,6 @@ class Inventory:
             )
             if kind == len(kinds):
                 kinds.append(nodes[node.id])
-                kind_sizes.append(0)
-            kind_sizes[kind] += eligible
         gpu_kinds = _gpu_kinds(shapes)
         facts = PassFacts(
             models=walked.models,
@@ -192,7 +187,7 @@ class Inventory:
             gpu_kinds=gpu_kinds,
             slice_kinds=slice_kinds,
         )
-        inv = cls(facts, nodes, NodeIndex(), kinds, kind_sizes, walked.usage, set(), set(nodes))
+        inv = cls(facts, nodes, NodeIndex(), kinds, walked.usage, set(), set(nodes))
         for ns in nodes.values():
             inv._index(ns)
         return inv
@@ -205,7 +200,6 @@ class Inventory:
             dict(self.nodes),
             self.index,  # shared until the twin walks or takes (see _materialize)
             self.kinds,
-            self.kind_sizes,
             dict(self.usage),
             set(self.released),
             set(),
@@ -244,12 +238,9 @@ class Inventory:
             self._owned.add(node_id)
         return ns
 
-    def few_kinds(self, accepts: Callable[[NodeState], bool]) -> frozenset[int] | None:
-        """The node kinds whose nodes `accepts` (asked of one node of each), when they hold
-        less than half of the eligible nodes; else None: a walk over all is then cheaper than
-        merging kinds, and visits few nodes in vain."""
-        kinds = frozenset(k for k, ns in enumerate(self.kinds) if accepts(ns))
-        return kinds if 2 * sum(self.kind_sizes[k] for k in kinds) < sum(self.kind_sizes) else None
+    def kinds_accepted(self, accepts: Callable[[NodeState], bool]) -> frozenset[int]:
+        """The node kinds whose nodes `accepts` (asked of one node of each)."""
+        return frozenset(k for k, ns in enumerate(self.kinds) if accepts(ns))
 
     def candidate_nodes(
         self, profile: Profile, kinds: frozenset[int] | None = None

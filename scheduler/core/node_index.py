@@ -34,10 +34,10 @@ class NodeIndex:
     keys: list[tuple[int, int]] = field(default_factory=list)
     # One filing counter for an index and all its forks, so filings never share a number.
     seq: list[int] = field(default_factory=lambda: [0])
-    # (gpus, roomiest first, kinds) -> the by_kind keys a walk reads, grouped by count in
-    # walk order, and the `keys` list they were worked out from (shared by forks).
-    plans: dict[object, tuple[list[tuple[int, int]], list[list[tuple[int, int]]]]] = field(
-        default_factory=dict
+    # (gpus, roomiest first, kinds) -> the by_kind keys a walk reads, per count in walk
+    # order, and the `keys` list they were worked out from (shared by forks).
+    plans: dict[object, tuple[list[tuple[int, int]], list[tuple[int, list[tuple[int, int]]]]]] = (
+        field(default_factory=dict)
     )
     # Buckets still shared with the index this one was forked from, as (id of the index
     # dict, key): copied on their first change (None: all are its own).
@@ -107,7 +107,10 @@ class NodeIndex:
         self, gpus: int, roomiest_first: bool, kinds: frozenset[int] | None
     ) -> Iterator[str]:
         """Nodes with at least `gpus` free whole GPUs, by count (tightest or roomiest first),
-        in filing order within a count; only those of `kinds` when given."""
+        in filing order within a count. With `kinds`, a count whose nodes are mostly of other
+        kinds yields only those of `kinds` (merged by filing number: the same order); one whose
+        nodes mostly are of them yields all (the caller's static verdicts skip the few others,
+        more cheaply than a merge)."""
         if kinds is None:
             for count in sorted(self.by_free, reverse=roomiest_first):
                 if count >= gpus:
@@ -122,17 +125,20 @@ class NodeIndex:
             order = sorted(per_count, reverse=roomiest_first)
             plan = self.plans[(gpus, roomiest_first, kinds)] = (
                 self.keys,
-                [per_count[c] for c in order],
+                [(c, per_count[c]) for c in order],
             )
         by_kind = self.by_kind
-        for keys in plan[1]:
-            if len(keys) == 1:
-                yield from by_kind[keys[0]]
-                continue
+        for count, keys in plan[1]:
             buckets = [b for b in (by_kind[k] for k in keys) if b]
+            if not buckets:
+                continue
+            whole = self.by_free[count]
             if len(buckets) == 1:
-                yield from buckets[0]
-            elif buckets:
+                mine = buckets[0]
+                yield from (whole if 2 * len(mine) >= len(whole) else mine)
+            elif 2 * sum(len(b) for b in buckets) >= len(whole):
+                yield from whole
+            else:
                 merged = heapq.merge(*(((n, nid) for nid, n in b.items()) for b in buckets))
                 for _, nid in merged:
                     yield nid

@@ -84,8 +84,8 @@ class Placer:
         self.cache, self._fields = verdict_cache(self._run_static, extra_static)
         # (model, profile) -> its last failure to place: where preemption trials start from.
         self.failures: dict[tuple[str, str], Failure] = {}
-        # Profile key -> the node kinds walks keep to (None: all, see _walk).
-        self._kinds: dict[Key, frozenset[int] | None] = {}
+        # Profile key -> the node kinds its static filters accept (see _walk).
+        self._kinds: dict[Key, frozenset[int]] = {}
 
     # ------------------------------------------------------------ one node
 
@@ -93,12 +93,12 @@ class Placer:
         return profile_key(model, profile, self._fields)
 
     def _walk(self, ctx: PlaceContext, inv: Inventory) -> Iterator[str]:
-        """The index walk for a profile: over the node kinds its static filters accept only,
-        when they are few. Not with an extra static filter (alike nodes may differ then)."""
+        """The index walk for a profile, skipping node kinds its static filters refuse. Not
+        with an extra static filter (alike nodes may differ then)."""
         key = self._key(ctx.model, ctx.profile)
         if key not in self._kinds and not self._narrow_by_id:
             verdict, m, p = self.cache.verdict, ctx.model, ctx.profile
-            self._kinds[key] = inv.few_kinds(lambda ns: verdict(m, p, ns, key).reason is None)
+            self._kinds[key] = inv.kinds_accepted(lambda ns: verdict(m, p, ns, key).reason is None)
         return inv.candidate_nodes(ctx.profile, self._kinds.get(key))
 
     def _run_static(self, model: Model, profile: Profile, ns: NodeState) -> Verdict:
