@@ -209,7 +209,8 @@ class ClusterView:
     jobs_index: int = 0
     # Some listing came from a watch's latest answer rather than a read made by this build.
     from_watches: bool = False
-    # Every read answered (Consul health too, whose last answer otherwise stands in).
+    # Every read answered (Consul health too, whose last answer otherwise stands in), and none
+    # of a kind no watch covers (a job's evaluations, read while it has no allocation).
     complete: bool = True
 
     @property
@@ -462,11 +463,12 @@ class SnapshotBuilder:
 
     def _faults(
         self, jobs: list[OwnedJob], allocs: dict[str, list[dict[str, Any]]], now: datetime
-    ) -> dict[str, str]:
+    ) -> tuple[dict[str, str], bool]:
         """Replicas Nomad failed. Evaluations are read only for our jobs with no allocation
         (placement pending or refused), so a steady cluster costs no extra reads, and only when
         the job's summary has allocations queued (a refused placement leaves them there;
-        nomad/state/state_store.go nestedUpsertEval) or the listing carries no summary."""
+        nomad/state/state_store.go nestedUpsertEval) or the listing carries no summary.
+        Also whether any evaluation was read (no watch covers them)."""
         faults: dict[str, str] = {}
         ask: list[OwnedJob] = []
         for job in jobs:
@@ -498,7 +500,7 @@ class SnapshotBuilder:
                 why, devices_only = refused
                 faults[job.replica] = f"placement refused by Nomad: {why}"
                 self.refusals.remember(job.wish, devices_only, now)
-        return faults
+        return faults, bool(ask)
 
     def remember(self, snapshot: Snapshot, plan: Plan) -> None:
         """Keep each model's desired count of this pass for the next passes' scale-down window."""
@@ -675,7 +677,7 @@ class SnapshotBuilder:
                 allocs, usage = self._allocs({j.job_id for j in jobs}, allocs_read)
                 nodes_read = nodes_listing.result()
                 kv_index, entries = listing.result()
-            faults = self._faults(jobs, allocs, now)
+            faults, evaluated = self._faults(jobs, allocs, now)
             nodes = self.refusals.apply(self._nodes(usage, nodes_read), now)
             cat = read_catalog(entries, self.layout, self.max_value_bytes)
             models, frozen, blocked = self._merge_catalog(cat)
@@ -753,7 +755,7 @@ class SnapshotBuilder:
             jobs_index=jobs_listing.index,
             # A listing asked for before this build began is a watch's answer.
             from_watches=any(x.asked_at < started for x in (jobs_listing, allocs_read, nodes_read)),
-            complete=not any(w.startswith(HEALTH_UNREADABLE) for w in warnings),
+            complete=not evaluated and not any(w.startswith(HEALTH_UNREADABLE) for w in warnings),
         )
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -132,6 +132,7 @@ class Service:
         self.last_failure: str | None = None
         self._last_pass_end = time.monotonic()
         self.carry = CarryOver()
+        self.clock: Callable[[], datetime] = _utcnow  # a pass's `now` (tests move it)
         self._leader_changes = 0
         for obs in self.observers:
             attach = getattr(obs, "attach", None)
@@ -340,7 +341,7 @@ class Service:
     def run_pass(self) -> Plan | None:
         started = time.perf_counter()
         inputs = self._inputs()  # before anything is read: what the view will rest on
-        now = datetime.now(UTC)
+        now = self.clock()
         kept = self.carry.reuse(inputs, now)
         if kept is not None:
             return self._carried_pass(kept, now, started)
@@ -443,7 +444,7 @@ class Service:
     def _decide(self, asked_after: float, span: Any) -> tuple[ClusterView, Plan] | None:
         """Snapshot (watches' listings asked for after `asked_after`, else reads) and plan;
         None when something could not be read."""
-        now = datetime.now(UTC)
+        now = self.clock()
         read_started = time.monotonic()
         try:
             with tracer.start_as_current_span("snapshot"):
@@ -529,6 +530,10 @@ class Service:
 
 
 KV_ALL = "consul-kv"  # the watch of the whole KV prefix (the carry-over's guard)
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
 
 
 def _nothing() -> None:
