@@ -36,36 +36,45 @@ def calm_until(snapshot: Snapshot, plan: Plan) -> datetime | None:
         at(h.until)
     lifetime = timedelta(seconds=s.min_lifetime_s)
     grace = timedelta(seconds=s.eviction_grace_s)
+    # Compared before added: only the few stamps still ahead of a threshold cost a datetime.
+    fresh_after, idle_after = now - lifetime, now - grace
     models = {m.name: m for m in snapshot.models}
     for r in snapshot.replicas:
-        if r.ready_at is not None:
+        if r.ready_at is not None and r.ready_at > fresh_after:
             # Settled / fresh: preemption (R3), held_back's "may give way from", consolidation
             # and defragmentation's movable replicas.
             at(r.ready_at + lifetime)
-        m = models.get(r.model)
-        if r.state == "starting" and m is not None:
+        if r.state == "starting" and (m := models.get(r.model)) is not None:
             # retirement.retire: int(seconds since created) > load_grace_s, so a second later.
             at(r.created_at + timedelta(seconds=m.load_grace_s + 1))
-        if r.last_used_at is not None:
+        used = r.last_used_at
+        if used is not None and used > idle_after:
             # Idle on-demand victims (R2) and S3's last use; an unknown use counts as idle 0 s,
             # so a use stamped in the future reorders victims once it is reached.
-            at(r.last_used_at)
-            at(r.last_used_at + grace)
+            at(used)
+            at(used + grace)
     for d in snapshot.demand.values():
-        if d.last_used is not None:  # S3: idle for eviction_grace_s
+        if d.last_used is not None and d.last_used > idle_after:  # S3: idle for the grace
             at(d.last_used)
             at(d.last_used + grace)
     # S2: a mark counts while now < at + window, and the window is watched whole once one is
     # older than that. The adapter hands this pass's own mark (scaling.remember, at now) to the
     # next passes: it starts to be old enough at now + window.
+    windows: set[int] = set()
+    marks = snapshot.recent_desired
     for m in snapshot.models:
         window = window_of(m, s)
         if window <= 0:
             continue
-        span = timedelta(seconds=window)
-        at(now + span)
-        for mark in snapshot.recent_desired.get(m.name, []):
-            at(mark.at + span)
+        windows.add(window)
+        if marks.get(m.name):
+            span = timedelta(seconds=window)
+            start = now - span
+            for mark in marks[m.name]:
+                if mark.at > start:
+                    at(mark.at + span)
+    for window in windows:
+        at(now + timedelta(seconds=window))
     # Deleted models (retirement.retire_deleted): their replicas stop at since + grace.
     retire = timedelta(seconds=s.retire_grace_s)
     for since in snapshot.retired.values():
