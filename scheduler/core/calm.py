@@ -70,9 +70,8 @@ def calm_until(snapshot: Snapshot, plan: Plan) -> datetime | None:
         if marks.get(m.name):
             span = timedelta(seconds=window)
             start = now - span
-            for mark in marks[m.name]:
-                if mark.at > start:
-                    at(mark.at + span)
+            # The earliest mark still inside the window leaves it first.
+            at(min((mk.at for mk in marks[m.name] if mk.at > start), default=now) + span)
     for window in windows:
         at(now + timedelta(seconds=window))
     # Deleted models (retirement.retire_deleted): their replicas stop at since + grace.
