@@ -244,7 +244,9 @@ class Service:
         def everything(index: int) -> int:
             """Any key under the prefix, the scheduler's own state and status keys too: the
             carry-over's guard (it wakes no pass). Keys only, folded at the first "/" below the
-            prefix: a few names, at the index of the whole prefix (Consul's KVSListKeys)."""
+            prefix: a few names, at the index of the whole prefix (Consul's KVSListKeys in
+            agent/consul/state/kvs.go takes the highest ModifyIndex of every key under the
+            prefix, folded or not, or the prefix's tombstones')."""
             kwargs: dict[str, Any] = {"keys": True, "separator": "/"}
             if index > 0:
                 kwargs.update(index=index, wait=f"{int(wait)}s")

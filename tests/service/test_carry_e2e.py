@@ -4,6 +4,7 @@ through the real clients; only our own builder and decide are wrapped, to count 
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -137,6 +138,13 @@ def test_every_change_makes_the_next_pass_a_full_one(rig: Rig) -> None:
     wider = {"min": 0, "max": 3, "target_per_replica": 10}
     edited = model_value([{"name": "p", "gpus": 1}], scaling=wider)
     rig.full_pass_after(lambda: put(dc, LAYOUT.model_key("llama"), edited))
+    # A key only the whole-prefix watch sees: the scheduler's own state key, edited by hand
+    # (a field the scheduler ignores). Consul answers a keys listing at the highest
+    # ModifyIndex under the prefix, folded keys included (agent/consul/state/kvs.go,
+    # KVSListKeys), and skips a write of the same value (kvsSetTxn: no new index).
+    _, entry = svc.consul.kv.get(LAYOUT.holds)
+    state = {**json.loads(entry["Value"]), "note": "edited by hand"}
+    rig.full_pass_after(lambda: put(dc, LAYOUT.holds, state))
     # A node going down (one without our replica: the plan stays quiet).
     llama_nodes = {n for r in status(dc, "llama")["replicas"] for n in r["nodes"]}  # type: ignore[index]
     idle = next(n.id for n in small_fleet() if n.id not in llama_nodes)

@@ -85,3 +85,29 @@ def test_a_kept_pass_stands_only_for_equal_inputs_and_before_its_calm_until() ->
     assert carry.carried == 1
     carry.keep(_kept(None))
     assert carry.reuse(same, T0 + timedelta(days=365)) is not None  # calm for good
+
+
+def test_inputs_vouch_for_nothing_with_a_failing_or_stale_watch_or_a_busy_actuator() -> None:
+    from scheduler.service.config import ServiceConfig
+    from scheduler.service.loop import Service
+
+    # Nothing listens there: nothing here reads.
+    svc = Service(ServiceConfig(nomad_addr="http://127.0.0.1:9", consul_addr="127.0.0.1:9"))
+    assert svc._inputs() is None  # no watches: one-shot use, never carried over
+    svc.watches = svc._watches()  # not started
+    assert "consul-kv" in [w.name for w in svc.watches]  # the whole prefix is watched
+    inputs = svc._inputs()
+    assert inputs is not None and svc._inputs() == inputs
+    watch = svc.watches[0]
+    watch.last_error = "ConsulError: 500"
+    assert svc._inputs() is None
+    watch.last_error = None
+    watch.last_ok -= svc.config.http_timeout(svc.config.watch_wait_s) + 1  # a hung query
+    assert svc._inputs() is None
+    watch.last_ok += svc.config.http_timeout(svc.config.watch_wait_s) + 1
+    watch.version += 1  # an answer at a new index
+    assert svc._inputs() not in (None, inputs)
+    svc._leadership(True)
+    assert svc._inputs() != inputs
+    svc.actuator._pending["r-1"] = object()  # type: ignore[assignment]  # in flight
+    assert svc._inputs() is None
