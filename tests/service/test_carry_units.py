@@ -111,3 +111,16 @@ def test_inputs_vouch_for_nothing_with_a_failing_or_stale_watch_or_a_busy_actuat
     assert svc._inputs() != inputs
     svc.actuator._pending["r-1"] = object()  # type: ignore[assignment]  # in flight
     assert svc._inputs() is None
+
+
+def test_the_dashboard_counts_a_carried_pass_and_keeps_its_picture() -> None:
+    from scheduler.ops.dashboard import DashboardObserver
+
+    dash = DashboardObserver()
+    dash.pass_finished(_snapshot(T0), _plan(1), 0.2, [])
+    before = dash.state()
+    dash.pass_carried(0.0001, [])
+    after = dash.state()
+    assert after["passes"] == before["passes"] + 1
+    assert after["last_pass_s"] == 0.0001
+    assert after["models"] == before["models"]  # the picture of the last full pass stands
