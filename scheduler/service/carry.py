@@ -9,7 +9,9 @@ A pass may be carried over only when the same view would be built and the same p
   (its overlay would be the same);
 - leadership did not change (a new leader forgets what it wrote);
 - the kept plan had no actions, Nomad failed no replica, no job was to be purged, every read
-  answered, and the status write went through (a carried pass writes nothing);
+  answered and none was of a kind no watch covers (a job's evaluations, read while it has no
+  allocation), no reread was needed, and the status write went through (a carried pass
+  writes nothing);
 - the demand came from Consul KV only and no signal source is set (those are read each pass);
 - the clock has not reached the plan's calm_until (core/calm.py) nor the end of what the
   builder carries by itself (SnapshotBuilder.expires).
@@ -50,7 +52,7 @@ def earliest(*times: datetime | None) -> datetime | None:
 
 def quiet(view: ClusterView, plan: Plan) -> bool:
     """The pass did nothing and would do nothing again: no action, nothing Nomad failed, no
-    job to purge, every read answered."""
+    job to purge, every read answered and watched (ClusterView.complete)."""
     return not plan.actions and not view.faults and not view.purgeable and view.complete
 
 
