@@ -149,7 +149,12 @@ def test_every_change_makes_the_next_pass_a_full_one(rig: Rig) -> None:
     # A node going down (one without our replica: the plan stays quiet).
     llama_nodes = {n for r in status(dc, "llama")["replicas"] for n in r["nodes"]}  # type: ignore[index]
     idle = next(n.id for n in small_fleet() if n.id not in llama_nodes)
+    written = modify_index(svc, LAYOUT.status_key("llama"))
     rig.full_pass_after(lambda: dc.nomad.set_node_status(idle, "down"))
+    rig.quiet()
+    # That full pass found llama's record unchanged and did not write it (its sentences name
+    # instants, not seconds elapsed, so a later pass says the same).
+    assert modify_index(svc, LAYOUT.status_key("llama")) == written
     # A Nomad allocation change: the replica's allocation fails (Nomad places it again).
     [job] = [j for j in dc.nomad.jobs() if (j.get("Meta") or {}).get("llm_scheduler_model")]
     [alloc] = [a for a in dc.nomad.allocations(job["ID"]) if a["ClientStatus"] == "running"]
