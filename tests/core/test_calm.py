@@ -19,6 +19,7 @@ from scheduler.core.calm import calm_until
 from scheduler.core.decide import decide
 from scheduler.core.defragment import next_turn, turn_of
 from scheduler.core.models import Plan, Snapshot
+from scheduler.core.simulate import apply_plan
 from scheduler.core.validate import parse_snapshot
 from tests.core import test_issue12 as issue12
 from tests.core.test_core_properties import (
@@ -239,3 +240,26 @@ def test_defragmentation_tries_the_next_waiting_model_at_the_next_turn() -> None
     assert not plan.actions, "y is tried first in both minutes"
     _plan, until = _edge(s)
     assert until == next_turn(s.now)
+
+
+def test_the_mark_a_pass_hands_on_ends_the_calm_after_one_window() -> None:
+    """Just restarted (no marks): a model with 2 replicas that wants 1 keeps 2 until the window
+    has been watched whole. The mark this pass hands on (simulate.apply_plan keeps it, as the
+    service does) makes the next pass a window later scale down: calm_until must not be later,
+    though nothing in this snapshot alone changes then."""
+    reps = [
+        issue12.replica(f"r-{i}", "m", [("n1", [f"n1-g{i}"])], ready_at=ts(T0 - timedelta(hours=2)))
+        for i in range(2)
+    ]
+    s = issue12.snap(
+        settings={"scale_down_window_s": 300, "min_lifetime_s": 0},
+        nodes=[issue12.node("n1", 2)],
+        models=[issue12.model("m", "standard", "org/a", hi=2, target_per_replica=10)],
+        replicas=reps,
+        demand={"m": {"inflight": 5}},
+    )
+    plan = decide(s)
+    assert plan.actions == [] and plan.models["m"].desired == 2
+    assert calm_until(s, plan) == T0 + timedelta(seconds=300)
+    later = apply_plan(s, plan, 300)  # the pass's own mark handed on, the clock at the end
+    assert [a.op for a in decide(later).actions] == ["stop"]
