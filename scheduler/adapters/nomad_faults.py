@@ -111,6 +111,10 @@ class RefusalMemory:
             devices = tuple(shard.gpus) if devices_only and shard.gpus else None
             self._refused[(shard.node, devices)] = until
 
+    def ends(self) -> list[datetime]:
+        """When each remembered refusal ends."""
+        return list(self._refused.values())
+
     def apply(self, nodes: list[Node], now: datetime) -> list[Node]:
         self._refused = {k: until for k, until in self._refused.items() if until > now}
         if not self._refused:

@@ -11,7 +11,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import structlog
@@ -68,6 +68,9 @@ from scheduler.demand.kv import KVDemandSource
 from scheduler.demand.signals import Signals, SignalSource, Target, combine
 
 log = structlog.get_logger("llm-scheduler.snapshot")
+
+
+HEALTH_UNREADABLE = "health unreadable"
 
 
 class ReadFailed(Exception):
@@ -206,6 +209,9 @@ class ClusterView:
     jobs_index: int = 0
     # Some listing came from a watch's latest answer rather than a read made by this build.
     from_watches: bool = False
+    # Every read answered (Consul health too, whose last answer otherwise stands in), and none
+    # of a kind no watch covers (a job's evaluations, read while it has no allocation).
+    complete: bool = True
 
     @property
     def input_errors(self) -> list[str]:
@@ -342,6 +348,9 @@ class SnapshotBuilder:
         # otherwise cost one round trip per changed object, in series, in every pass.
         self._details = ThreadPoolExecutor(8, "nomad-read")
         self._seen_demand: dict[str, Demand] = {}  # the demand keys of the last read
+        # The latest pass carried over since the last build (issue 15): its snapshot, plan
+        # and when it ran; its scale-down marks are recorded by the next build.
+        self._carried: tuple[Snapshot, Plan, datetime] | None = None
 
     # ------------------------------------------------------------------ reads
 
@@ -454,11 +463,12 @@ class SnapshotBuilder:
 
     def _faults(
         self, jobs: list[OwnedJob], allocs: dict[str, list[dict[str, Any]]], now: datetime
-    ) -> dict[str, str]:
+    ) -> tuple[dict[str, str], bool]:
         """Replicas Nomad failed. Evaluations are read only for our jobs with no allocation
         (placement pending or refused), so a steady cluster costs no extra reads, and only when
         the job's summary has allocations queued (a refused placement leaves them there;
-        nomad/state/state_store.go nestedUpsertEval) or the listing carries no summary."""
+        nomad/state/state_store.go nestedUpsertEval) or the listing carries no summary.
+        Also whether any evaluation was read (no watch covers them)."""
         faults: dict[str, str] = {}
         ask: list[OwnedJob] = []
         for job in jobs:
@@ -490,10 +500,38 @@ class SnapshotBuilder:
                 why, devices_only = refused
                 faults[job.replica] = f"placement refused by Nomad: {why}"
                 self.refusals.remember(job.wish, devices_only, now)
-        return faults
+        return faults, bool(ask)
 
     def remember(self, snapshot: Snapshot, plan: Plan) -> None:
         """Keep each model's desired count of this pass for the next passes' scale-down window."""
+        self._record_carried()
+        self._remember(snapshot, plan)
+
+    def remember_carried(self, snapshot: Snapshot, plan: Plan, at: datetime) -> None:
+        """A pass carried over at `at` asked what `plan` asks (the same plan). Only the latest
+        such pass is recorded, and only when the marks are next needed: the marks of earlier
+        carried passes have the same counts and are older, so within any window that holds
+        one of them the latest one stands for it, and the full pass before them (whose mark
+        was kept) is older still, so the window is watched whole as early as with all of them.
+        Constant time per carried pass, instead of one mark per model."""
+        self._carried = (snapshot, plan, at)
+
+    def _record_carried(self) -> None:
+        if self._carried is not None:
+            snapshot, plan, at = self._carried
+            self._carried = None
+            self._remember(snapshot.model_copy(update={"now": at}), plan)
+
+    def expires(self, snapshot: Snapshot) -> datetime | None:
+        """When what the builder carries by itself next runs out after the snapshot's now: a
+        deleted demand key's last value (kept for eviction_grace_s), a spot Nomad refused
+        (held for a while). A pass carried over must not outlive it (a build would differ)."""
+        grace = timedelta(seconds=snapshot.settings.eviction_grace_s)
+        ends = [since + grace for since, _ in self._gone.demand.values()]
+        ends += self.refusals.ends()
+        return min((t for t in ends if t > snapshot.now), default=None)
+
+    def _remember(self, snapshot: Snapshot, plan: Plan) -> None:
         for m in snapshot.models:
             status = plan.models.get(m.name)
             if status is None or status.recommended is None:
@@ -548,7 +586,7 @@ class SnapshotBuilder:
             for model, name in names.items():
                 self._last_health[model] = passing.get(name, set())
         except ConsulError as exc:
-            warnings.append(f"health unreadable: {exc}")
+            warnings.append(f"{HEALTH_UNREADABLE}: {exc}")
         for model in models:
             healthy |= self._last_health.get(model, set())
         for gone in self._last_health.keys() - models:
@@ -625,6 +663,7 @@ class SnapshotBuilder:
         """The snapshot as of now. A watch's listing asked for before `asked_after` (a
         time.monotonic()) is not used: the caller needs something that happened since."""
         started = time.monotonic()
+        self._record_carried()  # before recent_desired is handed out below
         try:
             # The KV listing and Nomad's three listings are independent: read them side by
             # side (a slow Nomad costs one round trip, not three in a row).
@@ -638,7 +677,7 @@ class SnapshotBuilder:
                 allocs, usage = self._allocs({j.job_id for j in jobs}, allocs_read)
                 nodes_read = nodes_listing.result()
                 kv_index, entries = listing.result()
-            faults = self._faults(jobs, allocs, now)
+            faults, evaluated = self._faults(jobs, allocs, now)
             nodes = self.refusals.apply(self._nodes(usage, nodes_read), now)
             cat = read_catalog(entries, self.layout, self.max_value_bytes)
             models, frozen, blocked = self._merge_catalog(cat)
@@ -716,6 +755,7 @@ class SnapshotBuilder:
             jobs_index=jobs_listing.index,
             # A listing asked for before this build began is a watch's answer.
             from_watches=any(x.asked_at < started for x in (jobs_listing, allocs_read, nodes_read)),
+            complete=not evaluated and not any(w.startswith(HEALTH_UNREADABLE) for w in warnings),
         )
 
 

@@ -72,8 +72,8 @@ class Defragment:
         )
         if left <= 0 or not waiting:
             return
-        # One model a pass (scanning the fleet is not free), a different one each second.
-        turn = int(self.now.timestamp()) % len(waiting)
+        # One model a pass (scanning the fleet is not free), a different one each turn.
+        turn = turn_of(self.now, len(waiting))
         tries = 1
         for m in waiting[turn:] + waiting[:turn]:
             if left <= 0 or tries == 0:
@@ -171,6 +171,22 @@ class Defragment:
         if free_now:
             self.inv.reserve(nid, free_now)  # kept for the waiting model
         return True
+
+
+# Defragmentation tries one waiting model a pass, another one every TURN_S: a turn per
+# minute, not per second, so that a quiet plan stays the same for a while (issue 15).
+TURN_S = 60
+
+
+def turn_of(now: datetime, waiting: int) -> int:
+    """Which of `waiting` models (in their order) defragmentation tries first at `now`."""
+    return int(now.timestamp()) // TURN_S % waiting
+
+
+def next_turn(now: datetime) -> datetime:
+    """When the turn changes next (calm.py's threshold for the rotation)."""
+    start = int(now.timestamp()) // TURN_S * TURN_S
+    return datetime.fromtimestamp(start + TURN_S, tz=now.tzinfo)
 
 
 def serving_gpus(ns: NodeState, p: Profile, ids: list[str]) -> list[str]:

@@ -23,7 +23,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from scheduler.core.models import Demand, DesiredMark, Load, Model, Replica, Settings
+from scheduler.core.models import (
+    Demand,
+    DesiredMark,
+    Load,
+    Model,
+    Replica,
+    Settings,
+    rfc3339,
+)
 
 TOLERANCE = 0.1
 
@@ -154,14 +162,18 @@ def want(
         if busy and count == 0 and sc.max > 0:
             count, head = 1, "on demand, in use"
         elif not busy:
-            idle = idle_seconds(last_used(demand, replicas), now)
+            used = last_used(demand, replicas)
+            idle = idle_seconds(used, now)
+            # The sentences name instants, not elapsed seconds: a plan must not change with
+            # the clock alone (the service carries a quiet pass over, issue 15).
             if idle >= settings.eviction_grace_s:
-                why = f"0 replicas: on demand, idle {idle_text(idle)}"
+                why = f"0 replicas: on demand, idle {idle_since(used)}"
                 return Want(0, 0, why)  # the idle grace is its own stabilisation
-            if count == 0 and sc.max > 0:
+            if count == 0 and sc.max > 0 and used is not None:
                 # Used within eviction_grace_s: one replica stays whatever the minimum (with
                 # min 0 the idle model would otherwise go on the first pass without load).
-                count, head = 1, f"on demand, used {idle_text(idle)} ago (grace not over)"
+                ends = rfc3339(used + timedelta(seconds=settings.eviction_grace_s))
+                count, head = 1, f"on demand, used {rfc3339(used)} (grace until {ends})"
     recommended = count
     if load is not None and not load.complete and count < live:
         keep = min(live, sc.max)
@@ -203,8 +215,8 @@ def remember(
     return [*sorted(keep, key=lambda m: m.at), DesiredMark(at=at, count=count)]
 
 
-def idle_text(seconds: float) -> str:
-    return "forever" if math.isinf(seconds) else f"{seconds:.0f} s"
+def idle_since(used: datetime | None) -> str:
+    return "forever" if used is None else f"since {rfc3339(used)}"
 
 
 def desired_replicas(

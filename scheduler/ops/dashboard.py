@@ -152,6 +152,17 @@ class DashboardObserver:
                 "colours": {n: {"bg": c, "fg": text_on(c)} for n, c in colours.items()},
             }
 
+    def pass_carried(self, duration_s: float, input_errors: list[str]) -> None:
+        """A pass carried over (nothing changed): the picture stands; the pass is counted."""
+        with self._lock:
+            self._last_pass_mono = time.monotonic()
+            self._state = {
+                **self._state,
+                "updated_at": _now(),
+                "passes": self._state["passes"] + 1,
+                "last_pass_s": round(duration_s, 4),
+            }
+
     def action_done(self, action: StartAction | StopAction, ok: bool, error: str | None) -> None:
         with self._lock:
             if not ok:

@@ -74,6 +74,12 @@ class MetricsObserver:
             registry=r,
         )
         self.passes = Counter("llm_scheduler_passes", "Reconcile passes.", registry=r)
+        self.passes_carried = Counter(
+            "llm_scheduler_passes_carried",
+            "Reconcile passes carried over: nothing changed since the last pass, whose view and "
+            "plan stood (no read, no decision, no write); counted in llm_scheduler_passes too.",
+            registry=r,
+        )
         self.last_pass = Gauge(
             "llm_scheduler_last_pass_timestamp_seconds", "When the last pass ended.", registry=r
         )
@@ -125,6 +131,16 @@ class MetricsObserver:
             self.gpus.labels("total").set(use.gpus_total)
             self.mig_slices.labels("allocated").set(use.mig_allocated)
             self.mig_slices.labels("total").set(use.mig_total)
+
+    def pass_carried(self, duration_s: float, input_errors: list[str]) -> None:
+        """A pass carried over: the gauges stand as the last full pass set them."""
+        with self._lock:
+            self.passes.inc()
+            self.passes_carried.inc()
+            self.pass_duration.observe(duration_s)
+            self.last_pass.set_to_current_time()
+            if input_errors:
+                self.errors.labels("input").inc(len(input_errors))
 
     def _export_signals(self, snapshot: Snapshot, plan: Plan) -> None:
         values: dict[tuple[str, str], float] = {}

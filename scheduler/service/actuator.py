@@ -109,6 +109,7 @@ class Actuator:
         self._pending: dict[str, _Pending] = {}  # replica id -> its action
         self._purging: set[str] = set()
         self._futures: set[Future[None]] = set()
+        self._finished = 0  # work items done so far (actions and purges)
 
     # ------------------------------------------------------------------ in flight
 
@@ -156,6 +157,15 @@ class Actuator:
                 )
         return snapshot.model_copy(update={"replicas": replicas})
 
+    def quiet_mark(self) -> int | None:
+        """How many work items have finished, or None while any is queued, running, or done
+        but not yet seen by a read (the overlay would change): equal marks of two moments
+        mean the actuator did nothing in between (a pass may be carried over, carry.py)."""
+        with self._lock:
+            if self._pending or self._futures or self._purging:
+                return None
+            return self._finished
+
     def unsettled_since(self) -> float:
         """When the latest failed call returned (0.0: none waits): Nomad may or may not have
         applied it, so only a listing asked for after that can say (see Listings)."""
@@ -186,11 +196,11 @@ class Actuator:
             except Exception:  # a worker must never die silently
                 log.exception("action_crashed", replica=key)
             finally:
-                if key is not None:
-                    with self._lock:
-                        if key in self._pending:
-                            self._pending[key].index = written
-                            self._pending[key].done_at = time.monotonic()
+                with self._lock:
+                    self._finished += 1
+                    if key is not None and key in self._pending:
+                        self._pending[key].index = written
+                        self._pending[key].done_at = time.monotonic()
 
         if self._pool is None:
             run()

@@ -18,13 +18,15 @@ Safety rules (what the service does when its inputs are bad or missing):
 - A quota that turns invalid keeps its last good value; with none, no model under that
   owner path is started. Bad settings keep the last good settings (defaults at first).
 - Only jobs with Meta llm_scheduler_model are ever stopped or purged.
+- A quiet pass (nothing changed since the last, which acted on nothing) is carried over: the
+  last view and plan stand, nothing is read, decided or written (carry.py says when).
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -48,10 +50,21 @@ from scheduler.adapters.snapshot_builder import (
     SnapshotBuilder,
 )
 from scheduler.adapters.status_writer import StatusWriter, status_record
+from scheduler.core.calm import calm_until
 from scheduler.core.decide import decide
-from scheduler.core.models import Plan, Replica, StartAction, StopAction, rfc3339, to_json
+from scheduler.core.models import (
+    Plan,
+    Replica,
+    Snapshot,
+    StartAction,
+    StopAction,
+    rfc3339,
+    to_json,
+)
+from scheduler.demand.kv import KVDemandSource
 from scheduler.plugins import demand_source, placement_plugins, signal_source
 from scheduler.service.actuator import Actuator
+from scheduler.service.carry import CarryOver, Inputs, Kept, earliest, quiet
 from scheduler.service.collector import collector_paused
 from scheduler.service.config import ServiceConfig
 from scheduler.service.leader import LeaderElection
@@ -118,6 +131,9 @@ class Service:
         self.failures_in_a_row = 0
         self.last_failure: str | None = None
         self._last_pass_end = time.monotonic()
+        self.carry = CarryOver()
+        self.clock: Callable[[], datetime] = _utcnow  # a pass's `now` (tests move it)
+        self._leader_changes = 0
         for obs in self.observers:
             attach = getattr(obs, "attach", None)
             if attach is not None:
@@ -129,6 +145,7 @@ class Service:
         return Backoff(self.config.backoff_min_s, self.config.backoff_max_s)
 
     def _leadership(self, leader: bool) -> None:
+        self._leader_changes += 1  # before forgetting: no pass may carry the old state over
         self.status.forget()
         self.trigger()
 
@@ -224,6 +241,21 @@ class Service:
                 raise ConsulError(str(exc)) from exc
             return int(idx or 0)
 
+        def everything(index: int) -> int:
+            """Any key under the prefix, the scheduler's own state and status keys too: the
+            carry-over's guard (it wakes no pass). Keys only, folded at the first "/" below the
+            prefix: a few names, at the index of the whole prefix (Consul's KVSListKeys in
+            agent/consul/state/kvs.go takes the highest ModifyIndex of every key under the
+            prefix, folded or not, or the prefix's tombstones')."""
+            kwargs: dict[str, Any] = {"keys": True, "separator": "/"}
+            if index > 0:
+                kwargs.update(index=index, wait=f"{int(wait)}s")
+            try:
+                idx, _ = self.consul.kv.get(self.layout.prefix, **kwargs)
+            except CONSUL_ERRORS as exc:
+                raise ConsulError(str(exc)) from exc
+            return int(idx or 0)
+
         sources: dict[str, Any] = {
             "models": kv(self.layout.models),
             "quotas": kv(self.layout.quotas),
@@ -235,10 +267,12 @@ class Service:
             JOBS: nomad(JOBS),
             "consul-health": health,
         }
-        return [
+        watches = [
             BlockingWatch(name, fetch, self.trigger, self._stop, self._backoff())
             for name, fetch in sources.items()
         ]
+        watches.append(BlockingWatch(KV_ALL, everything, _nothing, self._stop, self._backoff()))
+        return watches
 
     # ------------------------------------------------------------------ passes
 
@@ -308,6 +342,13 @@ class Service:
 
     def run_pass(self) -> Plan | None:
         started = time.perf_counter()
+        inputs = self._inputs()  # before anything is read: what the view will rest on
+        now = self.clock()
+        kept = self.carry.reuse(inputs, now)
+        if kept is not None:
+            return self._carried_pass(kept, now, started)
+        self.carry.keep(None)
+        recorded, reread = True, False
         with tracer.start_as_current_span("pass") as span:
             # A call that failed may have been applied: only a listing asked for since can
             # say, so a watch's older answer is not used then.
@@ -323,6 +364,7 @@ class Service:
                 # fail the pass when Nomad cannot be read. What the plan starts independently
                 # of its stops goes out first, so that new demand does not wait for that read.
                 span.set_attribute("reread", True)
+                reread = True
                 first = replace(view, faults={}, purgeable=[])
                 self.actuator.act(first, _independent_starts(view, plan), self._action_done)
                 decided = self._decide(time.monotonic(), span)
@@ -336,6 +378,7 @@ class Service:
                 try:
                     self._record(view, plan)
                 except ConsulError as exc:
+                    recorded = False
                     log.warning("status_write_failed", error=str(exc))
         self.last_plan = plan
         self.passes += 1
@@ -343,12 +386,67 @@ class Service:
         duration = time.perf_counter() - started
         for obs in self.observers:
             obs.pass_finished(view.snapshot, plan, duration, view.input_errors)
+        if inputs is not None and recorded and not reread:
+            self._keep(view, plan, inputs)
         return plan
+
+    # ------------------------------------------------------------------ carry-over (issue 15)
+
+    def _inputs(self) -> Inputs | None:
+        """What the next view rests on besides the listings, or None when some of it cannot
+        be vouched for: no watches (one-shot use), a watch failing or stale, the actuator busy."""
+        mark = self.actuator.quiet_mark()
+        if not self.watches or mark is None:
+            return None
+        now = time.monotonic()
+        max_age = self.config.http_timeout(self.config.watch_wait_s)
+        if any(w.last_error is not None or now - w.last_ok > max_age for w in self.watches):
+            return None
+        return Inputs(
+            watches=tuple((w.name, w.version) for w in self.watches),
+            leader=(self.leader.is_leader, self._leader_changes),
+            actuator=mark,
+        )
+
+    def _keep(self, view: ClusterView, plan: Plan, inputs: Inputs) -> None:
+        """Keep a quiet pass for the next ones, until the clock could change its plan."""
+        builder = self.builder
+        if (
+            not quiet(view, plan)
+            or builder.signal_source is not None  # read each pass: unknown until read
+            or not isinstance(builder.demand_source, KVDemandSource)
+        ):
+            return
+        until = earliest(calm_until(view.snapshot, plan), builder.expires(view.snapshot))
+        self.carry.keep(Kept(view, plan, inputs, until))
+
+    def _carried_pass(self, kept: Kept, now: datetime, started: float) -> Plan:
+        """The kept view and plan stand for this pass: nothing to read, decide, act on or
+        write (the status writer would find every record unchanged). What still happens: the
+        scale-down marks (recorded lazily), the pass count, /healthz's clock, the observers."""
+        with tracer.start_as_current_span("pass") as span:
+            span.set_attribute("carried", True)
+            self.builder.remember_carried(kept.view.snapshot, kept.plan, now)
+        self.last_plan = kept.plan
+        self.passes += 1
+        self._last_pass_end = time.monotonic()
+        duration = time.perf_counter() - started
+        errors = kept.view.input_errors
+        moved: Snapshot | None = None
+        for obs in self.observers:
+            hook = getattr(obs, "pass_carried", None)
+            if hook is not None:
+                hook(duration, errors)
+                continue
+            if moved is None:  # an observer without the hook sees the pass at its own time
+                moved = kept.view.snapshot.model_copy(update={"now": now})
+            obs.pass_finished(moved, kept.plan, duration, errors)
+        return kept.plan
 
     def _decide(self, asked_after: float, span: Any) -> tuple[ClusterView, Plan] | None:
         """Snapshot (watches' listings asked for after `asked_after`, else reads) and plan;
         None when something could not be read."""
-        now = datetime.now(UTC)
+        now = self.clock()
         read_started = time.monotonic()
         try:
             with tracer.start_as_current_span("snapshot"):
@@ -431,6 +529,17 @@ class Service:
     def snapshot_json(self) -> str:
         view = self.builder.build(datetime.now(UTC))
         return to_json(view.snapshot)
+
+
+KV_ALL = "consul-kv"  # the watch of the whole KV prefix (the carry-over's guard)
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _nothing() -> None:
+    """A watch that wakes no pass."""
 
 
 def _destructive(view: ClusterView, plan: Plan) -> bool:

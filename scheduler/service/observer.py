@@ -8,6 +8,10 @@ from scheduler.core.models import Plan, Snapshot, StartAction, StopAction
 
 
 class PassObserver(Protocol):
+    """An observer may also have `pass_carried(duration_s, input_errors)`, called for a pass
+    carried over (carry.py: the last snapshot and plan stand); one without it gets
+    pass_finished with the last snapshot, at the carried pass's time."""
+
     def pass_finished(
         self, snapshot: Snapshot, plan: Plan, duration_s: float, input_errors: list[str]
     ) -> None: ...

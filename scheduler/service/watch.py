@@ -57,6 +57,9 @@ class BlockingWatch:
         # For /healthz: when a read last succeeded, and why the last one failed.
         self.last_ok = time.monotonic()
         self.last_error: str | None = None
+        # Moves with every answer at a new index and every failure, before the pass is woken:
+        # a pass carried over (carry.py) needs every watch's version unchanged since its view.
+        self.version = 0
 
     def stale_for(self, now: float) -> float:
         """Seconds since the last successful read (0 while reads succeed)."""
@@ -74,6 +77,7 @@ class BlockingWatch:
                 if self.stop_event.is_set():
                     return  # the service is stopping and closed its clients under this read
                 delay = self.backoff.next()
+                self.version += 1
                 self.last_error = f"{type(exc).__name__}: {exc}"
                 log.warning("watch_error", watch=self.name, error=str(exc), retry_in_s=delay)
                 index = 0
@@ -82,5 +86,6 @@ class BlockingWatch:
             self.backoff.reset()
             self.last_ok, self.last_error = time.monotonic(), None
             if new != index:
+                self.version += 1
                 self.on_change()
             index = next_index(index, new)

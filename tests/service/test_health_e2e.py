@@ -60,6 +60,9 @@ def test_a_pass_that_raises_is_counted_logged_whole_and_turns_healthz_red(
         with redirect_stderr(buf):
             configure_logging("json")
             monkeypatch.setattr(loop_module, "decide", broken)
+            # A quiet pass is carried over without deciding (issue 15): a change makes the
+            # next one decide, and a pass that fails keeps nothing to carry over.
+            put(cluster, LAYOUT.demand_key("llama"), {"inflight": 1})
             wait_for(lambda: svc.failures_in_a_row >= 3, what="three failed passes")
             code, body = _healthz(ops)
             configure_logging("console")
