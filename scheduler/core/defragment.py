@@ -90,10 +90,7 @@ class Defragment:
                 left -= 1
 
     def make_room(self, m: Model, p: Profile) -> bool:
-        on_node: dict[str, list[Replica]] = {}
-        for r in self.inv.facts.replicas.values():
-            if r.counts and len(r.shards) == 1:
-                on_node.setdefault(r.shards[0].node, []).append(r)
+        on_node = self.inv.facts.single
         kinds_of: dict[Shape, frozenset[tuple[str, float]]] = {}  # GPU kinds p may use
         best: tuple[int, str, list[tuple[Replica, Model]]] | None = None
         for nid, here in sorted(on_node.items()):  # node order, not listing order

@@ -98,6 +98,9 @@ class PassFacts:
     stale: dict[str, list[Replica]]
     starting: set[str]  # models with a replica still starting
     stopping_preempted: list[Replica]  # preempted for a model and still on their way out
+    # Node id -> replicas that count and have their one shard there (any model).
+    single: dict[str, list[Replica]]
+    profiles_held: dict[str, set[str]]  # model -> the profiles its replicas run (any state)
     quotas: dict[str, Quota]  # by owner prefix
     limits: dict[str, Amount]  # quota limits, by owner prefix
     slice_share: dict[str, float]  # MIG slice id -> the share of a GPU it counts as
@@ -114,6 +117,8 @@ class NodeUse:
     cpu: float
     memory: float
     per_model: dict[str, int]  # model -> its replicas there
+    # Replicas that count and have their one shard there (any model), in snapshot order.
+    single: list[Replica]
 
 
 # Made per live replica, every pass: the C tuple constructor, not the NamedTuple's own.
@@ -134,6 +139,7 @@ class Collected(NamedTuple):
     stopping_preempted: list[Replica]
     used: set[str]  # device ids held (replicas, and other jobs' allocations)
     on_node: dict[str, NodeUse]  # what the replicas hold, per node id
+    profiles_held: dict[str, set[str]]
     usage: dict[str, Vec]  # per owner path prefix
 
 
@@ -200,12 +206,14 @@ def collect(snap: Snapshot) -> Collected:
             used.update(devs)
             use = on_node.get(sh.node)
             if use is None:
-                use = on_node[sh.node] = NodeUse(0.0, 0.0, {})
+                use = on_node[sh.node] = NodeUse(0.0, 0.0, {}, [])
             held_cpu, held_mem = sh.cpu_cores, sh.memory_gb
             use.cpu += cpu if held_cpu is None else held_cpu
             use.memory += mem if held_mem is None else held_mem
             pm = use.per_model
             pm[name] = pm.get(name, 0) + 1
+            if counts and len(shards) == 1:
+                use.single.append(rep)
             if shares.isdisjoint(devs):
                 gpus += len(devs)
             else:
@@ -218,6 +226,9 @@ def collect(snap: Snapshot) -> Collected:
             tot[0] += gpus
             tot[1] += cpu * n
             tot[2] += mem * n
+    profiles_held: dict[str, set[str]] = {}
+    for name, profile in sizes:
+        profiles_held.setdefault(name, set()).add(profile)
     usage: dict[str, Vec] = {}
     for owner, tot in per_owner.items():
         for p in owner_prefixes(owner):
@@ -234,6 +245,7 @@ def collect(snap: Snapshot) -> Collected:
         stopping_preempted=stopping_preempted,
         used=used,
         on_node=on_node,
+        profiles_held=profiles_held,
         usage=usage,
     )
 

@@ -111,7 +111,7 @@ class Inventory:
     def build(cls, snap: Snapshot) -> Inventory:
         walked = collect(snap)
         used, on_node = walked.used, walked.on_node
-        nothing = NodeUse(0.0, 0.0, {})
+        nothing = NodeUse(0.0, 0.0, {}, [])
         nodes: dict[str, NodeState] = {}
         shapes: dict[Shape, int] = {}
         kinds: list[NodeState] = []
@@ -181,6 +181,8 @@ class Inventory:
             stale=walked.stale,
             starting=walked.starting,
             stopping_preempted=walked.stopping_preempted,
+            single={nid: use.single for nid, use in on_node.items() if use.single},
+            profiles_held=walked.profiles_held,
             quotas={q.owner: q for q in snap.quotas},
             limits={q.owner: q.limit for q in snap.quotas if q.limit is not None},
             slice_share=walked.slice_share,

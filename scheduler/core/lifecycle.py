@@ -200,11 +200,11 @@ class Lifecycle(Defragment):
         for m in self.snapshot.models:
             if left == 0 or tries == 0:
                 break
-            every = self.inv.facts.by_model.get(m.name, [])
             if m.placement != "cheapest":
-                first = m.profiles[0].name
-                if all(r.profile == first for r in every):
-                    continue  # the common case: all on the preferred profile
+                held = self.inv.facts.profiles_held.get(m.name)
+                if held is None or held == {m.profiles[0].name}:
+                    continue  # the common case: all on the preferred profile (or none)
+            every = self.inv.facts.by_model.get(m.name, [])
             if m.name in self.held or m.name in self.giving_way or m.name in self.rollout:
                 continue
             reps = [r for r in every if r.counts]

@@ -155,10 +155,10 @@ def want(
         head = f"minimum {sc.min}"
     elif count < raw:
         head = f"maximum {sc.max}, {winner.headline}"
-    busy = (demand is not None and demand.inflight + demand.queued > 0) or bool(
-        load is not None and ((load.running or 0) + (load.waiting or 0)) > 0
-    )
     if sc.on_demand:
+        busy = (demand is not None and demand.inflight + demand.queued > 0) or bool(
+            load is not None and ((load.running or 0) + (load.waiting or 0)) > 0
+        )
         if busy and count == 0 and sc.max > 0:
             count, head = 1, "on demand, in use"
         elif not busy:
