@@ -15,7 +15,7 @@ from __future__ import annotations
 import heapq
 from bisect import insort
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
 from typing import NamedTuple
@@ -129,9 +129,9 @@ class _ModelFacts:
     # models under that guarantee; None without quotas or without a guarantee up its path.
     within: list[float] | None
     ids: list[str]  # its live replicas, oldest first
-    count: int = 0  # of those, the ones this pass does not already stop
+    count: int  # of those, the ones this pass does not already stop
     # Its groups, by (idle on demand, above its minimum, borrowed) as 4 * a + 2 * b + c.
-    groups: list[GroupKey | None] = field(default_factory=lambda: [None] * 8)
+    groups: list[GroupKey | None]
 
 
 def _nodes_of(r: Replica) -> tuple[str, ...]:
@@ -253,13 +253,16 @@ class VictimPool:
             within = per_owner[m.owner]
         self._min[m.name] = m.scaling.min
         ids = self._by_model[m.name] = []
+        sc = m.scaling
         return _ModelFacts(
             CLASS_RANK[m.class_],
-            m.scaling.on_demand,
+            sc.on_demand,
             within is not None,
-            m.scaling.min,
+            sc.min,
             within,
             ids,
+            0,
+            [None] * 8,
         )
 
     def _regroup(self, model: str) -> None:

@@ -123,7 +123,7 @@ def signal_asks(model: Model, demand: Demand | None, load: Load | None, serving:
 
 def _explain(count: int, asks: Sequence[Ask], winner: Ask | None, head: str | None) -> str:
     lead = head or (winner.headline if winner else "no signal")
-    notes = [a.note for a in asks if a is not winner]
+    notes = [a.note for a in asks if a is not winner] if len(asks) > 1 else []
     side = f" ({', '.join(notes)})" if notes else ""
     return f"{count} replica{'s' if count != 1 else ''}: {lead}{side}"
 
