@@ -143,6 +143,10 @@ def test_pass_time_script_prints_sane_json() -> None:
     assert out["ru_maxrss_mb"] > 0
     assert out["growth"]["steps"][0]["work_ratio"] == pytest.approx(4.0)
     assert isinstance(out["growth"]["fit_exponent_vs_nodes_x_models"], float)
+    # Twice the nodes and models is four times nodes x models: half the exponent in size.
+    assert out["growth"]["fit_exponent_vs_cluster_size"] == pytest.approx(
+        2 * out["growth"]["fit_exponent_vs_nodes_x_models"], abs=0.002
+    )
 
 
 def test_pass_compare_against_itself_prints_sane_ratios() -> None:
