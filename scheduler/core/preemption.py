@@ -16,8 +16,9 @@ import heapq
 from bisect import insort
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from functools import partial
+from operator import attrgetter
 from typing import NamedTuple
 
 from scheduler.core.fairshare import FairShare
@@ -140,8 +141,15 @@ def _nodes_of(r: Replica) -> tuple[str, ...]:
     return tuple(dict.fromkeys(sh.node for sh in r.shards))
 
 
-def _age(live: LiveReplica) -> tuple[datetime, str]:
-    return live[0].created_at, live[0].id
+_BY_ID = attrgetter("replica.id")
+_BY_CREATED = attrgetter("replica.created_at")
+
+
+def _oldest_first(live: list[LiveReplica]) -> list[LiveReplica]:
+    """By creation, then id: two stable sorts on keys read in C, no key tuple per replica."""
+    ordered = sorted(live, key=_BY_ID)
+    ordered.sort(key=_BY_CREATED)
+    return ordered
 
 
 def _back_within(e: _Entry, inv: Inventory) -> bool:
@@ -182,7 +190,7 @@ class VictimPool:
         # its minimum are its newest ones.
         per_model: dict[str, _ModelFacts] = {}
         per_owner: dict[str, list[float] | None] = {}  # running use against its guarantee
-        for r, m, need, _ in sorted(inv.facts.live, key=_age):
+        for r, m, need, _ in _oldest_first(inv.facts.live):
             name = m.name
             known = per_model.get(name)
             if known is None:
