@@ -2,7 +2,7 @@
 
     .venv/bin/python -m bench.filter_verdicts [--sizes 1000,4000] [--runs 1]
 
-The filter (`Zone`) reads a node's zone (from its id) and the profile's GPU count. Undeclared,
+The filter (`ZoneRule`) reads a node's zone (from its id) and the profile's GPU count. Undeclared,
 the core asks it once per (model, profile) and node; declared (`shape_key`, `profile_fields`),
 once per profile key and node shape and zone. Prints, per size, the median CPU time of a pass
 and how many times the filter ran, and whether both versions gave the same plan.
@@ -31,14 +31,17 @@ from scheduler.core.models import Node
 from scheduler.core.plugins import Choice, PlaceContext, Plugins
 
 
-def _zone(node: Node) -> int:
+def zone_of(node: Node) -> int:
+    """A node's zone, from its id (every fleet has ids): three zones of mixed hardware."""
     return zlib.crc32(node.id.encode()) % 3
 
 
-class Zone:
-    """Zone 0 takes nothing over 2 GPUs a shard; zone 1 only GPUs of 80 GB or more."""
+class ZoneRule:
+    """A static extra filter that reads a node's zone and the profile's GPU count: zone 0
+    takes nothing over 2 GPUs a shard, zone 1 only GPUs of 80 GB or more (a narrowing).
+    Also the tests' (tests/core/test_plugin_paths.py)."""
 
-    name = "zone"
+    name = "zone-rule"
     static = True
 
     def __init__(self) -> None:
@@ -46,7 +49,7 @@ class Zone:
 
     def filter(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> str | None:
         self.calls += 1
-        zone = _zone(node.node)
+        zone = zone_of(node.node)
         if zone == 0 and ctx.profile.gpus > 2:
             return "zone 0 takes at most 2 GPUs a shard"
         if zone == 1 and not ctx.profile.is_mig:
@@ -56,11 +59,13 @@ class Zone:
         return None
 
 
-class DeclaredZone(Zone):
-    profile_fields = ("gpus", "mig_profile")
+class DeclaredZoneRule(ZoneRule):
+    """The same filter, saying what it reads: alike nodes of one zone share its verdict."""
+
+    profile_fields: tuple[str, ...] | None = ("gpus", "mig_profile")
 
     def shape_key(self, node: Node) -> Hashable:
-        return _zone(node)
+        return zone_of(node)
 
 
 def main() -> None:
@@ -73,7 +78,11 @@ def main() -> None:
         snap = steady_snapshot(n, seed=0)
         row: dict[str, Any] = {"nodes": n}
         plans: dict[str, str] = {}
-        for label, make in (("none", None), ("undeclared", Zone), ("declared", DeclaredZone)):
+        for label, make in (
+            ("none", None),
+            ("undeclared", ZoneRule),
+            ("declared", DeclaredZoneRule),
+        ):
             times, runs = [], 0
             for _ in range(args.runs):
                 f = make() if make is not None else None

@@ -10,11 +10,11 @@ a declared filter must place exactly as the same filter undeclared.
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Hashable
 
 from hypothesis import HealthCheck, given, settings
 
+from bench.filter_verdicts import DeclaredZoneRule, ZoneRule
 from bench.fleetgen import steady_snapshot
 from scheduler.core.decide import decide
 from scheduler.core.inventory import NodeState
@@ -117,42 +117,6 @@ def test_a_filter_that_says_no_is_heard_on_the_plugin_path() -> None:
 
 
 # ---------------------------------------------------------------- declared shape keys
-
-
-def _zone(node: Node) -> int:
-    """A node's zone, from its id (every fleet has ids): three zones of mixed hardware."""
-    return zlib.crc32(node.id.encode()) % 3
-
-
-class ZoneRule:
-    """A static extra filter that reads a node's zone and the profile's GPU count: zone 0
-    takes nothing over 2 GPUs a shard, zone 1 only GPUs of 80 GB or more (a narrowing)."""
-
-    name = "zone-rule"
-    static = True
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def filter(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> str | None:
-        self.calls += 1
-        zone = _zone(node.node)
-        if zone == 0 and ctx.profile.gpus > 2:
-            return "zone 0 takes at most 2 GPUs a shard"
-        if zone == 1 and not ctx.profile.is_mig:
-            choice.gpus = [g for g in choice.gpus if g.memory_gb >= 80]
-            if not choice.gpus:
-                return "zone 1 lends only GPUs of 80 GB"
-        return None
-
-
-class DeclaredZoneRule(ZoneRule):
-    """The same filter, saying what it reads: alike nodes of one zone share its verdict."""
-
-    profile_fields: tuple[str, ...] | None = ("gpus", "mig_profile")
-
-    def shape_key(self, node: Node) -> Hashable:
-        return _zone(node)
 
 
 class DeclaredReadsModel(DeclaredZoneRule):
