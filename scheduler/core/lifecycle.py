@@ -14,21 +14,17 @@ are pure helpers: what is outdated, how many may be replaced at once.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from scheduler.core.defragment import Defragment
-from scheduler.core.inventory import Inventory
 from scheduler.core.models import (
-    Hold,
     Model,
     Node,
     Replica,
-    Settings,
     Snapshot,
     StartAction,
-    StopAction,
 )
-from scheduler.core.placement import Placement, Placer, commit
+from scheduler.core.placement import Placement, commit
 
 # Why a replaced replica stops: (when it is not serving yet, once others cover for it).
 ROLL = (
@@ -48,26 +44,13 @@ class Lifecycle(Defragment):
     pass that replace replicas make-before-break. Mixed into decide._Pass, whose state
     (declared here) and replace/mark/retire_one steps they use."""
 
+    # Besides the state Defragment declares:
     snapshot: Snapshot
-    settings: Settings
-    now: datetime
-    inv: Inventory
-    placer: Placer
-    desired: dict[str, int]
     live: dict[str, int]
-    retired: set[str]
-    spoken_for: set[str]
-    held: dict[str, Hold]
-    giving_way: dict[str, str]
-    on_their_way: dict[str, list[str]]
-    stops: list[StopAction]
-    starts: list[StartAction]
-    rollout: dict[str, str]
     rolling: set[str]
     stalled: dict[str, str]
     ranks: dict[str, float]
     moves: dict[str, str]
-    steady: dict[str, bool]
 
     def new_id(self, model: str) -> str:
         raise NotImplementedError
