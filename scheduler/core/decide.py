@@ -126,7 +126,7 @@ class _Pass(Retirement, SharingPhases):
             self.target[m.name] = min(w.count, w.recommended)
             if old:
                 self.stale[m.name] = old
-            self.live[m.name] = inv.facts.live_count.get(m.name, 0) - (len(old) if old else 0)
+            self.live[m.name] = len(inv.facts.current.get(m.name, ()))  # stale ones do not count
         self.taken_ids = set(inv.facts.replicas)
         self.stops: list[StopAction] = []
         self.starts: list[StartAction] = []

@@ -91,7 +91,6 @@ class PassFacts:
     replicas: dict[str, Replica]  # every replica, by id
     by_model: dict[str, list[Replica]]  # every replica, per model name
     live: list[LiveReplica]  # replicas that count, of a model in the catalog
-    live_count: dict[str, int]  # replicas that count, per model name
     # Replicas that count, per model name: of a profile the model has (`current`), or of one
     # since removed from it (`stale`: they no longer count as live, and are replaced).
     current: dict[str, list[Replica]]
@@ -132,7 +131,6 @@ class Collected(NamedTuple):
     slice_share: dict[str, float]
     live: list[LiveReplica]
     by_model: dict[str, list[Replica]]
-    live_count: dict[str, int]
     current: dict[str, list[Replica]]
     stale: dict[str, list[Replica]]
     starting: set[str]
@@ -156,7 +154,6 @@ def collect(snap: Snapshot) -> Collected:
     sizes: dict[tuple[str, str], tuple[float, float, Model | None, Vec, bool]] = {}
     live: list[LiveReplica] = []
     by_model: dict[str, list[Replica]] = {}
-    live_count: dict[str, int] = {}
     current: dict[str, list[Replica]] = {}
     stale: dict[str, list[Replica]] = {}
     starting: set[str] = set()
@@ -173,7 +170,6 @@ def collect(snap: Snapshot) -> Collected:
         state = rep.state
         counts = state != "stopping"
         if counts:
-            live_count[name] = live_count.get(name, 0) + 1
             if state == "starting":
                 starting.add(name)
         elif rep.preempted_for:
@@ -238,7 +234,6 @@ def collect(snap: Snapshot) -> Collected:
         slice_share=slice_share,
         live=live,
         by_model=by_model,
-        live_count=live_count,
         current=current,
         stale=stale,
         starting=starting,

@@ -176,7 +176,6 @@ class Inventory:
             replicas={r.id: r for r in snap.replicas},
             by_model=walked.by_model,
             live=walked.live,
-            live_count=walked.live_count,
             current=walked.current,
             stale=walked.stale,
             starting=walked.starting,
