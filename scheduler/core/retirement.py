@@ -41,11 +41,9 @@ class Retirement(Lifecycle):
             self.renew(m)
             if not draining and m.name not in self.inv.facts.starting:
                 continue  # the common case: nothing to look at
-            reps = self.inv.facts.by_model.get(m.name, [])
             # A replica of a removed profile is not counted already; replace_stale sees to it.
             counting = sorted(
-                (r for r in reps if r.counts and m.profile(r.profile) is not None),
-                key=lambda r: (r.created_at, r.id),
+                self.inv.facts.current.get(m.name, ()), key=lambda r: (r.created_at, r.id)
             )
             movers: list[Replica] = []
             for r in counting:
@@ -129,11 +127,7 @@ class Retirement(Lifecycle):
             if have <= want:
                 continue
             reps = sorted(
-                (
-                    r
-                    for r in self.inv.facts.by_model.get(m.name, [])
-                    if r.counts and r.id not in self.retired and m.profile(r.profile) is not None
-                ),
+                (r for r in self.inv.facts.current.get(m.name, ()) if r.id not in self.retired),
                 key=lambda r: (r.created_at, r.id),
                 reverse=True,
             )
@@ -152,9 +146,8 @@ class Retirement(Lifecycle):
             want = self.desired[m.name]
             running = sum(
                 1
-                for r in self.inv.facts.by_model.get(m.name, [])
+                for r in self.inv.facts.current.get(m.name, ())
                 if r.state == "running"
-                and m.profile(r.profile) is not None
                 and r.id not in self.spoken_for
                 and (self.pool is None or r.id not in self.pool.excluded)
             )
