@@ -8,8 +8,12 @@
 # The same image runs the GPU reporter's Docker variant (`reporter` instead of `run`).
 
 FROM python:3.12-slim AS build
+# A C compiler for the decision core's compiled modules (setup.py, mypyc); without one the
+# wheel still builds, with the pure-Python core.
+RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev \
+    && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py README.md ./
 COPY scheduler ./scheduler
 RUN pip wheel --no-cache-dir --no-deps --wheel-dir /dist .
 

@@ -12,7 +12,8 @@ pass), and reports the median CPU time of the pass (thread time: what the pass i
 not what the machine's other work takes from it). The result is the median over rounds per
 checkout and size, and the ratio of this checkout to the other one. Only ratios measured in
 one run mean anything: the same code measured hours apart on a shared machine differs by more
-than most changes.
+than most changes. Each checkout runs the core its install built (`core_build` in the output:
+mypyc or pure); LLM_SCHEDULER_PURE_PYTHON=1 makes both run the pure-Python core.
 """
 
 from __future__ import annotations
@@ -47,11 +48,13 @@ for n in sizes:
         gc.enable()
     out[str(n)] = statistics.median(cpu) * 1000
     del snap
+import scheduler  # an older checkout has no compiled core
+out["core_build"] = getattr(scheduler, "CORE_BUILD", "pure")
 print(json.dumps(out))
 """
 
 
-def _one(tree: Path, sizes: list[int], passes: int, seed: int) -> dict[str, float]:
+def _one(tree: Path, sizes: list[int], passes: int, seed: int) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(tree)}
     done = subprocess.run(
         [sys.executable, "-c", CHILD, json.dumps([sizes, passes, seed])],
@@ -63,7 +66,7 @@ def _one(tree: Path, sizes: list[int], passes: int, seed: int) -> dict[str, floa
     )
     if done.returncode != 0:
         raise SystemExit(f"{tree}: the pass failed:\n{done.stderr[-3000:]}")
-    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
 
 
@@ -79,7 +82,7 @@ def _git_head(tree: Path) -> str | None:
 
 def compare(against: Path, sizes: list[int], rounds: int, passes: int, seed: int) -> dict[str, Any]:
     trees = {"this": HERE, "against": against}
-    runs: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in trees}
     for _ in range(rounds):
         for name, tree in trees.items():
             runs[name].append(_one(tree, sizes, passes, seed))
@@ -97,8 +100,16 @@ def compare(against: Path, sizes: list[int], rounds: int, passes: int, seed: int
         )
     return {
         "bench": "pass_compare",
-        "this": {"path": str(HERE), "commit": _git_head(HERE)},
-        "against": {"path": str(against), "commit": _git_head(against)},
+        "this": {
+            "path": str(HERE),
+            "commit": _git_head(HERE),
+            "core_build": runs["this"][0]["core_build"],
+        },
+        "against": {
+            "path": str(against),
+            "commit": _git_head(against),
+            "core_build": runs["against"][0]["core_build"],
+        },
         "rounds": rounds,
         "passes_per_round": passes,
         "seed": seed,

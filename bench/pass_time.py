@@ -66,6 +66,12 @@ def load_decide() -> Decide:
     return decide
 
 
+def core_build_name() -> str:
+    import scheduler
+
+    return f"{scheduler.CORE_BUILD} ({scheduler.CORE_BUILD_WHY})"
+
+
 def load_apply_plan() -> Callable[[Snapshot, Plan], Snapshot] | None:
     try:
         from scheduler.core.simulate import apply_plan
@@ -366,7 +372,9 @@ def run(sizes: list[int], seed: int, budget_s: float, max_runs: int) -> dict[str
         "python": platform.python_version(),
         "machine": platform.machine(),
         "cpus_visible": len(os.sched_getaffinity(0)),
-        "threads": "single (decide is plain Python, one thread)",
+        "threads": "single (decide runs in one thread)",
+        # mypyc: the compiled core setup.py built; pure: the Python modules (and why).
+        "core_build": core_build_name(),
         "seed": seed,
         "sizes": results,
         "growth": grow,

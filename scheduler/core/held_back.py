@@ -180,7 +180,7 @@ class HeldBack:
             if self._fits_after(m, trial, [r for _, r in gone]):
                 # Spare whichever is not needed (the smallest first), as choose prunes.
                 for t in sorted(gone, key=lambda t: (t[0], t[1].id)):
-                    fewer = [x for x in gone if x is not t]
+                    fewer = [x for x in gone if x[1] is not t[1]]  # compiled, tuples lose identity
                     if fewer and self._fits_after(m, trial, [r for _, r in fewer]):
                         gone = fewer
                 ready = [

@@ -10,6 +10,8 @@ from __future__ import annotations
 import heapq
 from typing import NamedTuple
 
+from mypy_extensions import trait
+
 from scheduler.core.fairshare import FairShare
 from scheduler.core.inventory import Inventory, Vec, profile_need
 from scheduler.core.models import CLASS_RANK, Model, ProfileTrial
@@ -51,6 +53,7 @@ class _Member(NamedTuple):
 _Group = tuple[str, Vec]  # owner, what one more replica counts for
 
 
+@trait  # mixed into the pass beside Retirement: mypyc compiles only traits as second bases
 class SharingPhases:
     inv: Inventory
     fair: FairShare

@@ -33,6 +33,10 @@ def test_the_image_installs_the_wheel_not_the_source_tree() -> None:
         if op == "COPY" and "--from" not in arg:
             for src in arg.split()[:-1]:
                 assert (REPO / src).exists(), src
+    # setup.py compiles the decision core (mypyc); the build stage has a C compiler for it.
+    copied = [arg for op, arg in steps if op == "COPY" and "--from" not in arg]
+    assert any("setup.py" in arg.split()[:-1] for arg in copied), copied
+    assert "gcc" in runs
     assert ("ENTRYPOINT", '["llm-scheduler"]') in steps
     assert json.loads(dict(steps)["CMD"]) == ["run"]
 

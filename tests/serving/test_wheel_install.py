@@ -7,6 +7,7 @@ install's finder of the source tree stays off), and the source tree is not on sy
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import sysconfig
@@ -44,8 +45,10 @@ print(json.dumps(out))
 """
 
 
-def _run(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=120)
+def _run(
+    cmd: list[str], cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
 
 
 def test_a_wheel_install_renders_jobs_from_its_package_data(tmp_path: Path) -> None:
@@ -54,6 +57,8 @@ def test_a_wheel_install_renders_jobs_from_its_package_data(tmp_path: Path) -> N
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
          "-q", "-w", str(dist), str(REPO)],
         tmp_path,
+        # The pure-Python core: compiling it (a minute) is not what this test is about.
+        {**os.environ, "LLM_SCHEDULER_PURE_PYTHON": "1"},
     )  # fmt: skip
     if built.returncode and "bdist_wheel" in built.stderr + built.stdout:
         pytest.skip("this venv's setuptools cannot build wheels offline (dev extra: >=70.1)")
