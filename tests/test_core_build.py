@@ -71,20 +71,22 @@ def test_an_unreadable_manifest_runs_the_pure_core(tmp_path: Path) -> None:
     assert choose(core, pure=False)[0] == "pure"
 
 
-def _run(code: str, pure: bool) -> str:
+def _run(args: list[str], pure: bool, timeout: int = 300) -> str:
+    """Runs python with `args` in the checkout, on the pure core or the installed one; the
+    last line it printed."""
     env = {k: v for k, v in os.environ.items() if k != PURE_ENV}
     if pure:
         env[PURE_ENV] = "1"
     done = subprocess.run(
-        [sys.executable, "-c", code],
+        [sys.executable, *args],
         cwd=REPO,
         env=env,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=timeout,
         check=False,
     )
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     return done.stdout.strip().splitlines()[-1]
 
 
@@ -92,7 +94,7 @@ WHICH = "import scheduler, scheduler.core.decide as d; print(scheduler.CORE_BUIL
 
 
 def test_the_pure_core_is_imported_when_asked_even_beside_extensions() -> None:
-    build, path = _run(WHICH, pure=True).split(" ", 1)
+    build, path = _run(["-c", WHICH], pure=True).split(" ", 1)
     assert build == "pure"
     assert path.endswith("decide.py")
 
@@ -131,24 +133,14 @@ def test_the_pure_core_passes_the_core_tests_too() -> None:
     one (when it is compiled here), so a rule that holds in one holds in both."""
     if scheduler.CORE_BUILD != "mypyc":
         pytest.skip(f"the suite already runs the pure core here: {scheduler.CORE_BUILD_WHY}")
-    env = {**os.environ, PURE_ENV: "1"}
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "tests/core"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout[-3000:]
+    _run(["-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "tests/core"], True, 900)
 
 
 @pytest.mark.timeout(600)
 def test_the_compiled_and_the_pure_core_make_the_same_plans() -> None:
     if scheduler.CORE_BUILD != "mypyc":
         pytest.skip(f"the compiled core is not installed here: {scheduler.CORE_BUILD_WHY}")
-    compiled = _run(PLANS, pure=False).split()
-    pure = _run(PLANS, pure=True).split()
+    compiled = _run(["-c", PLANS], pure=False).split()
+    pure = _run(["-c", PLANS], pure=True).split()
     assert compiled[0] == "mypyc" and pure[0] == "pure"
     assert compiled[1] == pure[1]
