@@ -8,6 +8,7 @@ A plugin that fails to load is logged and skipped, never fatal.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable
 from functools import cache
 from importlib import resources
@@ -60,24 +61,65 @@ def placement_plugins() -> Plugins | None:
         declared = _declared(f, taken)
         taken.add(declared.name)
         filters.append(declared)
-    scorers = _instances(SCORERS)
+    scorers: list[Any] = [_GuardedScorer(s) for s in _instances(SCORERS)]
     if not filters and not scorers:
         return None
     return Plugins(filters=filters, scorers=scorers)
 
 
 class _Plain:
-    """A third-party filter as the core's Filter protocol has it, where it does not say so
-    itself: its name (the key its "no" is counted under) and whether it is static."""
+    """A third-party filter as the core's Filter protocol has it: its name (the key its "no"
+    is counted under) and whether it is static, as declared or as worked out here. A filter
+    that raises refuses the node it was asked about, with the reason that it failed (as the
+    Kubernetes scheduler takes a filter's error): a plugin's bug never stops the pass, and
+    nothing is placed where it could not say yes. Logged once per filter."""
 
     def __init__(self, inner: Any, name: str, static: bool) -> None:
         self.inner = inner
         self.name = name
         self.static = static
+        self.failures = 0  # calls that raised, ever: the service counts them per pass
+        self.last_error = ""
 
     def filter(self, ctx: Any, node: Any, choice: Any) -> str | None:
-        result: str | None = self.inner.filter(ctx, node, choice)
+        try:
+            result: str | None = self.inner.filter(ctx, node, choice)
+        except Exception as exc:
+            self.failures += 1
+            self.last_error = repr(exc)
+            if self.failures == 1:
+                log.warning(
+                    "plugin_filter_failed", name=self.name, node=node.node.id, error=repr(exc)
+                )
+            return f"filter failed: {type(exc).__name__}"
         return result
+
+
+class _GuardedScorer:
+    """A third-party scorer whose error scores the node 0 (no preference), logged once: a
+    plugin's bug never stops the pass."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        name = getattr(inner, "name", None)
+        self.name = name if isinstance(name, str) and name else type(inner).__name__
+        self.failures = 0
+        self.last_error = ""
+
+    def score(self, ctx: Any, node: Any, choice: Any) -> float:
+        try:
+            value = float(self.inner.score(ctx, node, choice))
+            if not math.isfinite(value):
+                raise ValueError(f"score {value} is not a finite number")
+            return value
+        except Exception as exc:
+            self.failures += 1
+            self.last_error = repr(exc)
+            if self.failures == 1:
+                log.warning(
+                    "plugin_scorer_failed", name=self.name, node=node.node.id, error=repr(exc)
+                )
+            return 0.0
 
 
 class _Keyed(_Plain):
@@ -102,6 +144,19 @@ class _Keyed(_Plain):
         return key
 
 
+def failures(plugins: Plugins | None) -> dict[str, tuple[int, str]]:
+    """Per third-party filter and scorer that ever raised: (calls that raised, the last
+    error). The service counts a plugin's new failures each pass (metrics, /healthz)."""
+    if plugins is None:
+        return {}
+    found: dict[str, tuple[int, str]] = {}
+    for p in [*plugins.filters, *plugins.scorers]:
+        count = getattr(p, "failures", 0)
+        if isinstance(p, _Plain | _GuardedScorer) and count:
+            found[p.name] = (count, p.last_error)
+    return found
+
+
 _OWN_VERDICT = object()  # equal to nothing a plugin returns: the node's verdict is its own
 
 
@@ -123,7 +178,7 @@ def _declared(f: Any, taken: set[str] | frozenset[str] = frozenset()) -> Any:
         return _Plain(f, name, False)
     declares = hasattr(f, "shape_key") or hasattr(f, "profile_fields")
     if not static or not declares:
-        return f if name == getattr(f, "name", None) else _Plain(f, name, static)
+        return _Plain(f, name, static)
     problem, fields = _profile_fields(getattr(f, "profile_fields", _MISSING))
     if not callable(getattr(f, "shape_key", None)):
         problem = "shape_key is not a method"

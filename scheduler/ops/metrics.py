@@ -54,7 +54,8 @@ class MetricsObserver:
         self.errors = Counter(
             "llm_scheduler_errors",
             "Errors by kind (input: a bad KV value; start/stop: a Nomad call that failed; "
-            "pass: a pass that raised; read: a pass that could not read Consul or Nomad).",
+            "pass: a pass that raised; read: a pass that could not read Consul or Nomad; "
+            "plugin: a third-party filter or scorer that raised in a pass, once per pass).",
             ["kind"],
             registry=r,
         )
@@ -86,7 +87,7 @@ class MetricsObserver:
         for state in ("allocated", "total"):
             self.gpus.labels(state)
             self.mig_slices.labels(state)
-        for kind in ("input", "start", "stop", "pass", "read"):
+        for kind in ("input", "start", "stop", "pass", "read", "plugin"):
             self.errors.labels(kind)
         self.backlog = Gauge(
             "llm_scheduler_actuation_backlog",
@@ -167,6 +168,10 @@ class MetricsObserver:
     def pass_failed(self, kind: str, error: str) -> None:
         with self._lock:
             self.errors.labels(kind).inc()
+
+    def plugin_failed(self, name: str, error: str) -> None:
+        with self._lock:
+            self.errors.labels("plugin").inc()
 
     def action_done(self, action: StartAction | StopAction, ok: bool, error: str | None) -> None:
         with self._lock:

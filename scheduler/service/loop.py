@@ -62,7 +62,7 @@ from scheduler.core.models import (
     to_json,
 )
 from scheduler.demand.kv import KVDemandSource
-from scheduler.plugins import demand_source, placement_plugins, signal_source
+from scheduler.plugins import demand_source, failures, placement_plugins, signal_source
 from scheduler.service.actuator import Actuator
 from scheduler.service.carry import CarryOver, Inputs, Kept, earliest, quiet
 from scheduler.service.collector import collector_paused
@@ -109,6 +109,10 @@ class Service:
         )
         self.status = StatusWriter(self.consul, self.layout)
         self.plugins = placement_plugins()
+        # Third-party filters and scorers that raised in the last pass, with the error; and
+        # each one's count of failures so far, to tell new ones (scheduler/plugins.py).
+        self.plugins_failing: list[str] = []
+        self._plugin_failures: dict[str, tuple[int, str]] = {}
         self._stop = threading.Event()
         self._changed = threading.Event()
         self.leader = LeaderElection(
@@ -332,6 +336,8 @@ class Service:
             "passes": self.passes,
             "failed_passes": self.pass_failures,
             "failures_in_a_row": self.failures_in_a_row,
+            # Not a reason to restart the scheduler (a plugin's bug stays); reported as it is.
+            "plugins_failing": self.plugins_failing,
             "last_pass_age_s": round(quiet, 3),
         }
 
@@ -464,9 +470,24 @@ class Service:
         self.actuator.remember_preempted(view.preempted)
         with tracer.start_as_current_span("decide"), collector_paused():
             plan = decide(view.snapshot, self.plugins)
+        self._count_plugin_failures()
         self.builder.remember(view.snapshot, plan)  # for the scale-down window (issue 18)
         self._log_input_errors(view)
         return view, plan
+
+    def _count_plugin_failures(self) -> None:
+        """A plugin that raised refused its node (or scored it 0) and the pass went on; each
+        that did in this pass is counted once (errors{kind="plugin"}) and named in /healthz."""
+        now = failures(self.plugins)
+        before = self._plugin_failures
+        grew = {n: err for n, (c, err) in now.items() if c > before.get(n, (0, ""))[0]}
+        self._plugin_failures = now
+        self.plugins_failing = [f"{n}: {err}" for n, err in sorted(grew.items())]
+        for name, err in grew.items():
+            for obs in self.observers:
+                hook = getattr(obs, "plugin_failed", None)
+                if hook is not None:
+                    hook(name, err)
 
     def _action_done(self, action: StartAction | StopAction, ok: bool, error: str | None) -> None:
         for obs in self.observers:

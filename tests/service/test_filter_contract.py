@@ -1,5 +1,6 @@
 """Third-party filters meet the core's Filter protocol: `static` is declared, never guessed;
-a declaration of what a static one reads is checked, and each filter has a name of its own."""
+a declaration of what a static one reads is checked, each filter has a name of its own, and a
+filter or scorer that fails never stops the pass."""
 
 from __future__ import annotations
 
@@ -47,9 +48,67 @@ def test_a_filter_that_does_not_declare_static_is_asked_on_every_visit() -> None
     assert said and all(list(s) == ["refused by a plugin"] for s in said)
 
 
-def test_a_declared_filter_is_handed_on_as_it_is() -> None:
-    f = DeclaredStatic()
-    assert _declared(f) is f
+def test_a_declared_filter_is_handed_on_with_its_declaration_and_verdicts() -> None:
+    inner = DeclaredStatic()
+    f = _declared(inner)
+    assert f.static is True and f.name == "undeclared"
+    assert _plan(f) == _plan(inner)
+    assert inner.calls > 0
+
+
+class Raises:
+    """A third-party filter with a bug on some nodes."""
+
+    name = "buggy"
+    static = False
+
+    def filter(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> str | None:
+        if zlib.crc32(node.node.id.encode()) % 2:
+            raise KeyError("zone")
+        return None
+
+
+def test_a_filter_that_raises_refuses_that_node_and_the_pass_goes_on() -> None:
+    f = _declared(Raises())
+    with capture_logs() as logs:
+        plan = decide(steady_snapshot(60, seed=0), Plugins(filters=[f]))
+    # Placed, on nodes it said yes to only; the others refused under its name, with why.
+    starts = [a for a in plan.actions if a.op == "start"]
+    assert starts
+    assert all(zlib.crc32(sh.node.encode()) % 2 == 0 for a in starts for sh in a.shards)
+    tried = [t for s in plan.models.values() for t in s.tried if "buggy" in t.short]
+    assert tried and all(list(t.reasons["buggy"]) == ["filter failed: KeyError"] for t in tried)
+    assert [e["event"] for e in logs] == ["plugin_filter_failed"]  # once, not per node
+
+
+class ScorerRaises:
+    name = "buggy-scorer"
+
+    def __init__(self, result: object = None) -> None:
+        self.result = result
+
+    def score(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> float:
+        if self.result is None:
+            raise RuntimeError("no metrics")
+        return self.result  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize("result", [None, "high", float("nan")])
+def test_a_scorer_that_fails_scores_nothing_and_the_pass_goes_on(
+    monkeypatch: pytest.MonkeyPatch, result: object
+) -> None:
+    from scheduler import plugins
+
+    def group(name: str) -> dict[str, object]:
+        return {"s": ScorerRaises(result)} if name == plugins.SCORERS else {}
+
+    monkeypatch.setattr(plugins, "load_group", group)
+    with capture_logs() as logs:
+        loaded = plugins.placement_plugins()
+        assert loaded is not None
+        snap = steady_snapshot(60, seed=0)
+        assert decide(snap, loaded) == decide(snap)  # as without it: 0 everywhere
+    assert [e["event"] for e in logs] == ["plugin_scorer_failed"]
 
 
 # ---------------------------------------------------------------- declared shape keys (issue 15)

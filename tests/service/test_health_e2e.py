@@ -108,3 +108,36 @@ def test_unreachable_consul_turns_healthz_red_with_the_reason(ops: Ops) -> None:
             wait_for(lambda: _healthz(ops)[0] == 200, timeout=30, what="healthy again")
         finally:
             svc.stop()
+
+
+class _BuggyFilter:
+    name = "buggy-zone"
+    static = False
+
+    def filter(self, ctx: object, node: object, choice: object) -> str | None:
+        raise KeyError("zone")
+
+
+def test_a_plugin_that_raises_is_counted_named_in_healthz_and_the_passes_go_on(
+    cluster: DevCluster, ops: Ops, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from scheduler import plugins
+
+    monkeypatch.setattr(
+        plugins, "load_group", lambda g: {"z": _BuggyFilter} if g == plugins.FILTERS else {}
+    )
+    put(cluster, LAYOUT.model_key("llama"), model_value([{"name": "p", "gpus": 1}]))
+    put(cluster, LAYOUT.demand_key("llama"), {"inflight": 1})  # something to place
+    svc = Service(service_config(cluster), observers=ops.observers)
+    svc.run_in_thread()
+    try:
+        wait_for(lambda: svc.passes >= 1 and svc.leader.is_leader, what="a first pass")
+        wait_for(lambda: _errors(ops, "plugin") >= 1, what="the plugin's failure counted")
+        code, body = _healthz(ops)
+        # The passes go on (nothing placed where the filter could not say yes): not a reason
+        # to restart, and named as it is.
+        assert code == 200 and body["ok"] and body["failures_in_a_row"] == 0
+        assert body["plugins_failing"] == ["buggy-zone: KeyError('zone')"]
+        assert _errors(ops, "pass") == 0
+    finally:
+        svc.stop()
