@@ -67,44 +67,50 @@ def placement_plugins() -> Plugins | None:
     return Plugins(filters=filters, scorers=scorers)
 
 
-class _Plain:
+class _Guarded:
+    """A third-party plugin's failures: how many of its calls raised (the service counts the
+    new ones each pass) and the last error; the first is logged."""
+
+    name: str
+    failures: int = 0
+    last_error: str = ""
+
+    def _failed(self, event: str, node: Any, exc: Exception) -> None:
+        self.failures += 1
+        self.last_error = repr(exc)
+        if self.failures == 1:
+            log.warning(event, name=self.name, node=node.node.id, error=self.last_error)
+
+
+class _Plain(_Guarded):
     """A third-party filter as the core's Filter protocol has it: its name (the key its "no"
     is counted under) and whether it is static, as declared or as worked out here. A filter
     that raises refuses the node it was asked about, with the reason that it failed (as the
     Kubernetes scheduler takes a filter's error): a plugin's bug never stops the pass, and
-    nothing is placed where it could not say yes. Logged once per filter."""
+    nothing is placed where it could not say yes."""
 
     def __init__(self, inner: Any, name: str, static: bool) -> None:
         self.inner = inner
         self.name = name
         self.static = static
-        self.failures = 0  # calls that raised, ever: the service counts them per pass
-        self.last_error = ""
 
     def filter(self, ctx: Any, node: Any, choice: Any) -> str | None:
         try:
             result: str | None = self.inner.filter(ctx, node, choice)
         except Exception as exc:
-            self.failures += 1
-            self.last_error = repr(exc)
-            if self.failures == 1:
-                log.warning(
-                    "plugin_filter_failed", name=self.name, node=node.node.id, error=repr(exc)
-                )
+            self._failed("plugin_filter_failed", node, exc)
             return f"filter failed: {type(exc).__name__}"
         return result
 
 
-class _GuardedScorer:
-    """A third-party scorer whose error scores the node 0 (no preference), logged once: a
-    plugin's bug never stops the pass."""
+class _GuardedScorer(_Guarded):
+    """A third-party scorer whose error (or a score that is no finite number) scores the node
+    0, no preference: a plugin's bug never stops the pass."""
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         name = getattr(inner, "name", None)
         self.name = name if isinstance(name, str) and name else type(inner).__name__
-        self.failures = 0
-        self.last_error = ""
 
     def score(self, ctx: Any, node: Any, choice: Any) -> float:
         try:
@@ -113,12 +119,7 @@ class _GuardedScorer:
                 raise ValueError(f"score {value} is not a finite number")
             return value
         except Exception as exc:
-            self.failures += 1
-            self.last_error = repr(exc)
-            if self.failures == 1:
-                log.warning(
-                    "plugin_scorer_failed", name=self.name, node=node.node.id, error=repr(exc)
-                )
+            self._failed("plugin_scorer_failed", node, exc)
             return 0.0
 
 
@@ -151,9 +152,8 @@ def failures(plugins: Plugins | None) -> dict[str, tuple[int, str]]:
         return {}
     found: dict[str, tuple[int, str]] = {}
     for p in [*plugins.filters, *plugins.scorers]:
-        count = getattr(p, "failures", 0)
-        if isinstance(p, _Plain | _GuardedScorer) and count:
-            found[p.name] = (count, p.last_error)
+        if isinstance(p, _Guarded) and p.failures:
+            found[p.name] = (p.failures, p.last_error)
     return found
 
 
