@@ -38,6 +38,10 @@ def compiled_modules() -> tuple[str, ...]:
     raise SystemExit("scheduler/core_build.py has no COMPILED tuple")
 
 
+def _pure_core(why: str) -> None:
+    print(f"llm-scheduler: {why}; the pure-Python core will run", file=sys.stderr)
+
+
 def _pure() -> bool:
     return os.environ.get(PURE_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
 
@@ -53,7 +57,7 @@ class BuildCore(build_ext):
         modules = compiled_modules()
         built = [Path(self.get_ext_fullpath(f"scheduler.core.{m}")) for m in modules]
         if not built or not all(p.is_file() for p in built):
-            print("llm-scheduler: core not compiled; the pure-Python one will run", file=sys.stderr)
+            _pure_core("the core was not compiled")
             return
         manifest = {
             m: hashlib.sha256((HERE / CORE / f"{m}.py").read_bytes()).hexdigest() for m in modules
@@ -70,7 +74,11 @@ def ext_modules() -> list[Any]:
     except ImportError:  # mypy not in the build environment: the pure core
         return []
     paths = [str(CORE / f"{m}.py") for m in compiled_modules()]
-    return list(mypycify(paths, opt_level="3", group_name="scheduler_core"))
+    try:
+        return list(mypycify(paths, opt_level="3", group_name="scheduler_core"))
+    except (Exception, SystemExit) as exc:  # e.g. a newer mypy's new complaint: install pure
+        _pure_core(f"mypyc failed ({exc!r})")
+        return []
 
 
 setup(ext_modules=ext_modules(), cmdclass={"build_ext": BuildCore})

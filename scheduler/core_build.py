@@ -75,7 +75,7 @@ def choose(core_dir: Path = CORE_DIR, pure: bool | None = None) -> tuple[str, st
         return "pure", f"{PURE_ENV} is set"
     manifest_path = core_dir / MANIFEST
     if not manifest_path.is_file():
-        return "pure", "not compiled at install (no C compiler, mypyc, or asked not to)"
+        return "pure", "not compiled at install (no C compiler, mypy failed, or asked not to)"
     try:
         manifest = json.loads(manifest_path.read_text())
     except (OSError, ValueError) as exc:
