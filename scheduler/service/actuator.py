@@ -188,7 +188,7 @@ class Actuator:
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
 
-    def _submit(self, key: str | None, work: Callable[[], Written]) -> None:
+    def _submit(self, key: str | None, work: Callable[[], Written]) -> Future[None] | None:
         def run() -> None:
             written: Written = None
             try:
@@ -204,11 +204,12 @@ class Actuator:
 
         if self._pool is None:
             run()
-            return
+            return None
         future = self._pool.submit(run)
         with self._lock:
             self._futures.add(future)
         future.add_done_callback(self._discard)
+        return future
 
     def _discard(self, future: Future[None]) -> None:
         with self._lock:
@@ -289,6 +290,11 @@ class Actuator:
             del self._broken[gone]  # deleted from the catalog: forget its backoff
         owners = {m.name: m.owner for m in view.snapshot.models}
         failed = self._fail(view, hook)
+        # A model's starts wait for its stops of the same plan (a rolling update stops the
+        # replica a replacement covers and starts the next one in one pass): Nomad never holds
+        # more of its jobs than the desired count and the surge. The stops are queued first,
+        # so a start waiting on a worker never waits for one queued behind it.
+        stopping: dict[str, list[Future[None]]] = {}
         for action in plan.actions:
             if isinstance(action, StopAction) and action.replica in failed:
                 continue
@@ -302,7 +308,9 @@ class Actuator:
                     )
                     continue
                 if self._claim(action):
-                    self._submit(action.replica, partial(self._stop, view, action, hook))
+                    stop = self._submit(action.replica, partial(self._stop, view, action, hook))
+                    if stop is not None:
+                        stopping.setdefault(action.model, []).append(stop)
             else:
                 owner = owners.get(action.model, "")
                 blocked = [
@@ -316,7 +324,9 @@ class Actuator:
                     )
                     continue
                 if self._claim(action):
-                    self._submit(action.replica, partial(self._start, view, models, action, hook))
+                    start = partial(self._start, view, models, action, hook)
+                    first = stopping.get(action.model)
+                    self._submit(action.replica, partial(_after, first, start) if first else start)
         for jid in view.purgeable:
             with self._lock:
                 if jid in self._purging:
@@ -471,3 +481,8 @@ def now_utc() -> datetime:
     from datetime import UTC
 
     return datetime.now(UTC)
+
+
+def _after(first: list[Future[None]], work: Callable[[], Written]) -> Written:
+    wait(first)
+    return work()

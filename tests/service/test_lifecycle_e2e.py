@@ -17,6 +17,7 @@ from e2e_helpers import (
     model_value,
     our_jobs,
     put,
+    small_fleet,
     start_leader,
     status,
     wait_for,
@@ -24,6 +25,7 @@ from e2e_helpers import (
 from test_nomad_reality_e2e import SCHEDULER_TOKEN, foreign_job, hide_namespace_from_scheduler
 
 from llm_scheduler_standins.devcluster import DevCluster
+from llm_scheduler_standins.faults import Faults
 from scheduler.adapters.nomad_jobs import SPEC_META
 from scheduler.core.models import GPU, Node
 from scheduler.service.loop import Service
@@ -100,6 +102,21 @@ def test_changing_the_image_rolls_replicas_make_before_break(
     """Two replicas on image v1; the operator changes the image: each replica is replaced by
     one on the new image (new job, new spec digest in Meta), one at a time, and an old one is
     stopped only once its replacement runs. Live never drops below the desired count."""
+    _rolls_one_at_a_time(cluster, start_service)
+
+
+def test_a_slow_stop_still_rolls_one_at_a_time(start_service: Any) -> None:
+    """The pass that stops a covered replica starts the next replacement: that start waits
+    for the stop, however slow Nomad's deregister is, so no more than the desired count and
+    the surge of the model's jobs are ever live."""
+    faults = Faults(seed=3)
+    with DevCluster(fleet=small_fleet(), load_delay_s=0.05, faults=faults) as dc:
+        dc.consul.kv_put(LAYOUT.settings, json.dumps(FAST_SETTINGS))
+        faults.set("/v1/job/", latency_s=0.4)  # deregister (and job reads), not register
+        _rolls_one_at_a_time(dc, start_service)
+
+
+def _rolls_one_at_a_time(cluster: DevCluster, start_service: Any) -> None:
     start_service(cluster)
     key = LAYOUT.model_key("qwen-2b")
     serve = {"source": "org/some-model", "runtime": "vllm", "image": "vllm/vllm-openai:v0.9.0"}
