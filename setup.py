@@ -9,12 +9,11 @@ core only if every source still matches it.
 
 from __future__ import annotations
 
-import ast
-import hashlib
+import importlib.util
 import json
-import os
 import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from setuptools import setup
@@ -22,28 +21,23 @@ from setuptools.command.build_ext import build_ext
 
 HERE = Path(__file__).resolve().parent
 CORE = Path("scheduler") / "core"
-PURE_ENV = "LLM_SCHEDULER_PURE_PYTHON"
 
 
-def compiled_modules() -> tuple[str, ...]:
-    """COMPILED from scheduler/core_build.py, read without importing the package."""
-    tree = ast.parse((HERE / "scheduler" / "core_build.py").read_text())
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id == "COMPILED" for t in node.targets
-        ):
-            value = ast.literal_eval(node.value)
-            assert isinstance(value, tuple)
-            return tuple(str(v) for v in value)
-    raise SystemExit("scheduler/core_build.py has no COMPILED tuple")
+def _core_build() -> ModuleType:
+    """scheduler/core_build.py (standard library only) on its own, not the package: its list
+    of modules, its switch and its hashes are the ones the import-time check uses."""
+    spec = importlib.util.spec_from_file_location("_core_build", HERE / "scheduler/core_build.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+core_build = _core_build()
 
 
 def _pure_core(why: str) -> None:
     print(f"llm-scheduler: {why}; the pure-Python core will run", file=sys.stderr)
-
-
-def _pure() -> bool:
-    return os.environ.get(PURE_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
 
 
 class BuildCore(build_ext):
@@ -54,26 +48,24 @@ class BuildCore(build_ext):
         for ext in self.extensions:
             ext.optional = True
         super().run()
-        modules = compiled_modules()
+        modules = core_build.COMPILED
         built = [Path(self.get_ext_fullpath(f"scheduler.core.{m}")) for m in modules]
         if not built or not all(p.is_file() for p in built):
             _pure_core("the core was not compiled")
             return
-        manifest = {
-            m: hashlib.sha256((HERE / CORE / f"{m}.py").read_bytes()).hexdigest() for m in modules
-        }
-        target = built[0].parent / "_compiled.json"
+        manifest = {m: core_build.source_hash(HERE / CORE / f"{m}.py") for m in modules}
+        target = built[0].parent / core_build.MANIFEST
         target.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
 
 
 def ext_modules() -> list[Any]:
-    if _pure():
+    if core_build.pure_requested():
         return []
     try:
         from mypyc.build import mypycify
     except ImportError:  # mypy not in the build environment: the pure core
         return []
-    paths = [str(CORE / f"{m}.py") for m in compiled_modules()]
+    paths = [str(CORE / f"{m}.py") for m in core_build.COMPILED]
     try:
         return list(mypycify(paths, opt_level="3", group_name="scheduler_core"))
     except (Exception, SystemExit) as exc:  # e.g. a newer mypy's new complaint: install pure

@@ -26,9 +26,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
 
-# Compiled by setup.py (read there as text: keep it one literal tuple). Hot modules of the
-# pass; models (pydantic), plugins (the third-party contract, protocols) and the rest stay
-# interpreted. Add a module here only with its tests passing on both builds.
+# Compiled by setup.py, which loads this file on its own (keep it standard library only).
+# Hot modules of the pass; models (pydantic), plugins (the third-party contract, protocols)
+# and the rest stay interpreted. Add a module here only with its tests passing on both builds.
 COMPILED = (
     "decide",
     "defragment",
