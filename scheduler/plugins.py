@@ -68,18 +68,18 @@ def placement_plugins() -> Plugins | None:
 
 
 class _Guarded:
-    """A third-party plugin's failures: how many of its calls raised (the service counts the
-    new ones each pass) and the last error; the first is logged."""
+    """A third-party plugin's failures: how many of its calls raised (the first is logged),
+    and the last error since the service last took it (take_failures)."""
 
     name: str
     failures: int = 0
-    last_error: str = ""
+    untaken: str | None = None
 
     def _failed(self, event: str, node: Any, exc: Exception) -> None:
         self.failures += 1
-        self.last_error = repr(exc)
+        self.untaken = repr(exc)
         if self.failures == 1:
-            log.warning(event, name=self.name, node=node.node.id, error=self.last_error)
+            log.warning(event, name=self.name, node=node.node.id, error=self.untaken)
 
 
 class _Plain(_Guarded):
@@ -145,15 +145,13 @@ class _Keyed(_Plain):
         return key
 
 
-def failures(plugins: Plugins | None) -> dict[str, tuple[int, str]]:
-    """Per third-party filter and scorer that ever raised: (calls that raised, the last
-    error). The service counts a plugin's new failures each pass (metrics, /healthz)."""
-    if plugins is None:
-        return {}
-    found: dict[str, tuple[int, str]] = {}
-    for p in [*plugins.filters, *plugins.scorers]:
-        if isinstance(p, _Guarded) and p.failures:
-            found[p.name] = (p.failures, p.last_error)
+def take_failures(plugins: Plugins | None) -> dict[str, str]:
+    """Each third-party filter and scorer that raised since the last call, with its last
+    error: the service takes them after each pass (metrics, /healthz)."""
+    found: dict[str, str] = {}
+    for p in [*plugins.filters, *plugins.scorers] if plugins is not None else []:
+        if isinstance(p, _Guarded) and p.untaken is not None:
+            found[p.name], p.untaken = p.untaken, None
     return found
 
 

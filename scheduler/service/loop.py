@@ -62,7 +62,7 @@ from scheduler.core.models import (
     to_json,
 )
 from scheduler.demand.kv import KVDemandSource
-from scheduler.plugins import demand_source, failures, placement_plugins, signal_source
+from scheduler.plugins import demand_source, placement_plugins, signal_source, take_failures
 from scheduler.service.actuator import Actuator
 from scheduler.service.carry import CarryOver, Inputs, Kept, earliest, quiet
 from scheduler.service.collector import collector_paused
@@ -109,10 +109,8 @@ class Service:
         )
         self.status = StatusWriter(self.consul, self.layout)
         self.plugins = placement_plugins()
-        # Third-party filters and scorers that raised in the last pass, with the error; and
-        # each one's count of failures so far, to tell new ones (scheduler/plugins.py).
+        # Third-party filters and scorers that raised in the last pass, with the error.
         self.plugins_failing: list[str] = []
-        self._plugin_failures: dict[str, tuple[int, str]] = {}
         self._stop = threading.Event()
         self._changed = threading.Event()
         self.leader = LeaderElection(
@@ -310,10 +308,14 @@ class Service:
         self.last_failure = error
         if kind == "pass":
             self.pass_failures += 1
+        self._notify("pass_failed", kind, error)
+
+    def _notify(self, hook_name: str, *args: Any) -> None:
+        """Call the observers that have this optional hook."""
         for obs in self.observers:
-            hook = getattr(obs, "pass_failed", None)
+            hook = getattr(obs, hook_name, None)
             if hook is not None:
-                hook(kind, error)
+                hook(*args)
 
     def health(self) -> dict[str, Any]:
         """What /healthz answers: ok, the reasons it is not, and whether this instance leads."""
@@ -478,16 +480,10 @@ class Service:
     def _count_plugin_failures(self) -> None:
         """A plugin that raised refused its node (or scored it 0) and the pass went on; each
         that did in this pass is counted once (errors{kind="plugin"}) and named in /healthz."""
-        now = failures(self.plugins)
-        before = self._plugin_failures
-        grew = {n: err for n, (c, err) in now.items() if c > before.get(n, (0, ""))[0]}
-        self._plugin_failures = now
-        self.plugins_failing = [f"{n}: {err}" for n, err in sorted(grew.items())]
-        for name, err in grew.items():
-            for obs in self.observers:
-                hook = getattr(obs, "plugin_failed", None)
-                if hook is not None:
-                    hook(name, err)
+        failed = take_failures(self.plugins)
+        self.plugins_failing = [f"{n}: {err}" for n, err in sorted(failed.items())]
+        for name, err in failed.items():
+            self._notify("plugin_failed", name, err)
 
     def _action_done(self, action: StartAction | StopAction, ok: bool, error: str | None) -> None:
         for obs in self.observers:
