@@ -1,6 +1,8 @@
 """`<prefix>status/<model>` records, written only when their content changes, with CAS.
 
-{desired, live, pending, replicas: [{id, state, nodes, devices}], last_error, updated_at}
+{desired, live, pending, rollout, why, replicas: [{id, state, nodes, devices}], last_error,
+updated_at}, and while the model is pending `tried`: what each profile ran into (per filter, on
+how many nodes), which `llm-scheduler why` shows without deciding again.
 """
 
 from __future__ import annotations
@@ -41,6 +43,12 @@ def status_record(
             for r in sorted(replicas, key=lambda r: r.id)
         ],
         "last_error": last_error,
+        # Only while pending: a placed model's record keeps its content (and is not rewritten).
+        **(
+            {"tried": [t.model_dump(mode="json") for t in status.tried]}
+            if status is not None and status.pending is not None
+            else {}
+        ),
     }
 
 

@@ -115,7 +115,8 @@ def _why(model: str, as_json: bool, prefix: str | None) -> None:
     desired, live = (record.desired, record.live) if record else (None, None)
     starting = sum(1 for r in record.replicas if r.state == "starting") if record else 0
     actions: list[Any] = []
-    if record is None or (record.pending and not record.tried):
+    # A record from before `tried` was written (None) says too little: decide again.
+    if record is None or (record.pending and record.tried is None):
         decision = _live()
         status = decision.plan.models.get(model)
         if status is None:

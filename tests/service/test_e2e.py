@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+
+import pytest
 from e2e_helpers import (
     H100,
     LAYOUT,
@@ -12,8 +15,10 @@ from e2e_helpers import (
     status,
     wait_for,
 )
+from typer.testing import CliRunner
 
 from llm_scheduler_standins.devcluster import DevCluster
+from scheduler.cli import app
 
 # The decision core (scheduler.core.decide) lands separately; until then this module skips.
 from scheduler.service.loop import Service
@@ -221,3 +226,33 @@ def test_model_turned_invalid_keeps_its_replicas(cluster: DevCluster, service: S
     )
     time.sleep(0.8)
     assert our_jobs(cluster, "llama"), "a replica was stopped because its model went bad"
+
+
+def test_a_model_short_of_room_says_in_its_status_what_each_profile_ran_into(
+    cluster: DevCluster, service: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The status record of a pending model carries `tried` (per filter, on how many nodes),
+    so `llm-scheduler why` answers from it instead of deciding again; once it places, `tried`
+    goes, and a placed model's record has none."""
+    profiles = [{"name": "tp8", "gpus": 8}, {"name": "mig", "mig_profile": "7g.80gb"}]
+    put(cluster, LAYOUT.model_key("big"), model_value(profiles, scaling={"min": 1, "max": 1}))
+    st = wait_for(lambda: (status(cluster, "big") or {}).get("tried"), what="big's trials")
+    assert [t["profile"] for t in st] == ["tp8", "mig"]
+    # No node has 8 whole GPUs (two have 4, the third's one is in MIG mode); none has a
+    # 7g.80gb slice.
+    assert st[0]["short"] == {"gpu-count": 3}, st[0]
+    assert st[0]["reasons"] == {"gpu-count": {"too few free GPUs": 3}}
+    assert sum(st[1]["short"].values()) == 3, st[1]
+    monkeypatch.setenv("CONSUL_HTTP_ADDR", cluster.consul_url)
+    result = CliRunner().invoke(app, ["why", "big", "--json", "--prefix", LAYOUT.prefix])
+    assert result.exit_code == 0, result.output
+    why = json.loads(result.output)
+    assert why["source"] == "status record"
+    assert [t["profile"] for t in why["tried"]] == ["tp8", "mig"]
+    # Placed: no `tried` in the record (nor in a model's that never waited).
+    put(cluster, LAYOUT.model_key("big"), model_value([{"name": "one", "gpus": 1}],
+                                                       scaling={"min": 1, "max": 1}))  # fmt: skip
+    placed = wait_for(
+        lambda: (s := status(cluster, "big")) and s["pending"] is None and s, what="big placed"
+    )
+    assert "tried" not in placed
