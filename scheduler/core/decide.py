@@ -107,26 +107,27 @@ class _Pass(Retirement, SharingPhases):
         # no longer count; a current profile replaces them, and they go once it runs.
         self.stale: dict[str, list[Replica]] = {}
         for m in snapshot.models:
-            reps = inv.facts.by_model.get(m.name, [])
-            old = inv.facts.stale.get(m.name)
+            name = m.name  # read once: a pydantic attribute costs a dict lookup each time
+            reps = inv.facts.by_model.get(name, [])
+            old = inv.facts.stale.get(name)
             w = want(
                 m,
-                snapshot.demand.get(m.name),
-                snapshot.load.get(m.name),
+                snapshot.demand.get(name),
+                snapshot.load.get(name),
                 [r for r in reps if r not in old] if old else reps,  # what counts as live
-                snapshot.recent_desired.get(m.name, []),
+                snapshot.recent_desired.get(name, []),
                 self.now,
                 self.settings,
             )
-            self.wants[m.name] = w
-            self.desired[m.name] = w.count
+            self.wants[name] = w
+            self.desired[name] = w.count
             # What placement grows to: the count the signals ask. The scale-down window only
             # keeps replicas (desired can be above it); it never starts one, also not when a
             # replica being replaced stops counting later in the pass.
-            self.target[m.name] = min(w.count, w.recommended)
+            self.target[name] = min(w.count, w.recommended)
             if old:
-                self.stale[m.name] = old
-            self.live[m.name] = len(inv.facts.current.get(m.name, ()))  # stale ones do not count
+                self.stale[name] = old
+            self.live[name] = len(inv.facts.current.get(name, ()))  # stale ones do not count
         self.taken_ids = set(inv.facts.replicas)
         self.stops: list[StopAction] = []
         self.starts: list[StartAction] = []
@@ -181,7 +182,8 @@ class _Pass(Retirement, SharingPhases):
         self.scale_down()
         self.replace_stale()
         # Only models short of their target take turns; where the others sort never matters.
-        short = [m for m in self.snapshot.models if self.live[m.name] < self.target[m.name]]
+        live, target = self.live, self.target
+        short = [m for m in self.snapshot.models if live[(n := m.name)] < target[n]]
         order = sorted(short, key=self.order_key)
         if self.inv.facts.quotas:
             self.fair = FairShare(self.snapshot, self.inv)
@@ -193,11 +195,12 @@ class _Pass(Retirement, SharingPhases):
         # Short of room (not held, not waiting for victims), in turn order.
         waiting = [m for m in order if m.name in self.outcome and self.outcome[m.name][1]]
         for m in self.snapshot.models:
-            pending, tried = self.outcome.get(m.name, (None, []))
-            w = self.wants[m.name]
-            statuses[m.name] = ModelStatus(
-                desired=self.desired[m.name],
-                live=counted[m.name],
+            name = m.name
+            pending, tried = self.outcome.get(name, (None, []))
+            w = self.wants[name]
+            statuses[name] = ModelStatus(
+                desired=self.desired[name],
+                live=counted[name],
                 pending=pending,
                 tried=tried,
                 why=w.why,

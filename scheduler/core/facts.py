@@ -107,17 +107,23 @@ class PassFacts:
     # by MIG profile. How much of the fleet a profile could ever use.
     gpu_kinds: dict[tuple[str, float], int]
     slice_kinds: dict[str, int]
+    # The eligible nodes' GPUs (a MIG GPU: its slices, 1/7 each), CPU cores and memory: the
+    # fleet's capacity fair shares are fractions of (fairshare.py).
+    capacity: Vec
 
 
-@dataclass(slots=True)
 class NodeUse:
-    """What the replicas hold on one node."""
+    """What the replicas hold on one node. (A plain class: compiled, a dataclass is built
+    through its generated __init__, which runs as Python.)"""
 
-    cpu: float
-    memory: float
-    per_model: dict[str, int]  # model -> its replicas there
-    # Replicas that count and have their one shard there (any model), in snapshot order.
-    single: list[Replica]
+    def __init__(
+        self, cpu: float, memory: float, per_model: dict[str, int], single: list[Replica]
+    ) -> None:
+        self.cpu = cpu
+        self.memory = memory
+        self.per_model = per_model  # model -> its replicas there
+        # Replicas that count and have their one shard there (any model), in snapshot order.
+        self.single = single
 
 
 # Made per live replica, every pass: the C tuple constructor, not the NamedTuple's own.
@@ -139,16 +145,30 @@ class Collected(NamedTuple):
     on_node: dict[str, NodeUse]  # what the replicas hold, per node id
     profiles_held: dict[str, set[str]]
     usage: dict[str, Vec]  # per owner path prefix
+    capacity: Vec  # PassFacts.capacity
 
 
 def collect(snap: Snapshot) -> Collected:
     models: dict[str, Model] = {m.name: m for m in snap.models}
     slice_share: dict[str, float] = {}  # MIG slice id -> the share of a GPU it counts as
+    used: set[str] = set()
+    gpus_cap = cpu_cap = mem_cap = 0.0
     for node in snap.nodes:
+        eligible = node.eligible
+        if eligible:
+            cpu_cap += node.cpu_cores
+            mem_cap += node.memory_gb
         for gpu in node.gpus:
-            for s in gpu.mig or ():
+            mig = gpu.mig
+            if mig is None:
+                if eligible:
+                    gpus_cap += 1.0
+                continue
+            if eligible:
+                gpus_cap += len(mig) / 7
+            for s in mig:
                 slice_share[s.id] = mig_fraction(s.profile)
-    used: set[str] = {d for node in snap.nodes for d in node.held}
+        used.update(node.held)
     on_node: dict[str, NodeUse] = {}
     per_owner: dict[str, list[float]] = {}
     sizes: dict[tuple[str, str], tuple[float, float, Model | None, Vec, bool]] = {}
@@ -242,6 +262,7 @@ def collect(snap: Snapshot) -> Collected:
         on_node=on_node,
         profiles_held=profiles_held,
         usage=usage,
+        capacity=(max(gpus_cap, 1.0), max(cpu_cap, 1.0), max(mem_cap, 1.0)),
     )
 
 

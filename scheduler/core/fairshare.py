@@ -25,15 +25,7 @@ def _guaranteed(q: Quota | None) -> Vec:
 
 class FairShare:
     def __init__(self, snapshot: Snapshot, inv: Inventory) -> None:
-        gpus = cpu = mem = 0.0
-        for n in snapshot.nodes:
-            if not n.eligible:
-                continue
-            cpu += n.cpu_cores
-            mem += n.memory_gb
-            for g in n.gpus:
-                gpus += len(g.mig) / 7 if g.mig is not None else 1.0
-        self.capacity: Vec = (max(gpus, 1.0), max(cpu, 1.0), max(mem, 1.0))
+        self.capacity: Vec = inv.facts.capacity  # of the eligible nodes (facts.collect)
         self.quotas = inv.facts.quotas
         self._node: dict[str, tuple[str, Vec, float]] = {}
 

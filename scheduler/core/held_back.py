@@ -217,7 +217,8 @@ class HeldBack:
             if self.min_lifetime:
                 fresh_after = self.snapshot.now - self.min_lifetime
                 for r, vm, _, _ in self.inv.facts.live:
-                    if r.ready_at is not None and r.ready_at > fresh_after and not r.preempted_for:
+                    ready = r.ready_at
+                    if ready is not None and ready > fresh_after and not r.preempted_for:
                         self._ids.add(r.id)
                         for sh in r.shards:
                             self._young.setdefault(sh.node, []).append((len(sh.gpus), r, vm))

@@ -52,20 +52,34 @@ __all__ = [
 _BY_ID = attrgetter("id")
 
 
-@dataclass
 class NodeState:
-    node: Node
-    free_gpus: list[GPU]  # whole, healthy, not in MIG mode, unused; by id
-    free_slices: dict[str, list[MigSlice]]  # MIG profile -> healthy unused slices, by id
-    free_cpu: float
-    free_mem: float
-    used_units: int  # devices in use, for bin-packing
-    total_units: int
-    per_model: dict[str, int]  # replicas per model on this node, for spreading
-    # What the built-in static filters read of a node (eligibility, each device's model,
-    # memory and health): nodes of one shape get one verdict per profile.
-    shape: Shape
-    kind: int  # its shape's number in the pass (Inventory.kinds)
+    """A node's capacity in a pass (a plain class: see facts.NodeUse)."""
+
+    def __init__(
+        self,
+        node: Node,
+        free_gpus: list[GPU],
+        free_slices: dict[str, list[MigSlice]],
+        free_cpu: float,
+        free_mem: float,
+        used_units: int,
+        total_units: int,
+        per_model: dict[str, int],
+        shape: Shape,
+        kind: int,
+    ) -> None:
+        self.node = node
+        self.free_gpus = free_gpus  # whole, healthy, not in MIG mode, unused; by id
+        self.free_slices = free_slices  # MIG profile -> healthy unused slices, by id
+        self.free_cpu = free_cpu
+        self.free_mem = free_mem
+        self.used_units = used_units  # devices in use, for bin-packing
+        self.total_units = total_units
+        self.per_model = per_model  # replicas per model on this node, for spreading
+        # What the built-in static filters read of a node (eligibility, each device's model,
+        # memory and health): nodes of one shape get one verdict per profile.
+        self.shape = shape
+        self.kind = kind  # its shape's number in the pass (Inventory.kinds)
 
     def copy(self) -> NodeState:
         return NodeState(
@@ -124,27 +138,38 @@ class Inventory:
             whole_shape: list[tuple[str, float, bool]] = []
             mig_shape: list[tuple[str, float, bool, bool]] = []
             eligible = node.eligible
-            for gpu in node.gpus:
+            for gpu in node.gpus:  # each field read once (a pydantic attribute is a dict lookup)
                 mig = gpu.mig
+                gpu_ok = gpu.healthy
                 if mig is None:
                     total += 1
-                    whole_shape.append((gpu.model, gpu.memory_gb, gpu.healthy))
+                    whole_shape.append((gpu.model, gpu.memory_gb, gpu_ok))
                     if gpu.id in used:
                         used_units += 1
-                    elif gpu.healthy:
+                    elif gpu_ok:
                         free_gpus.append(gpu)
                     continue
                 any_ok = False
                 for s in mig:
                     total += 1
-                    any_ok = any_ok or s.healthy
-                    if s.healthy and gpu.healthy and eligible:
-                        slice_kinds[s.profile] = slice_kinds.get(s.profile, 0) + 1
-                    if s.id in used:
+                    slice_ok = s.healthy
+                    any_ok = any_ok or slice_ok
+                    taken = s.id in used
+                    if taken:
                         used_units += 1
-                    elif s.healthy and gpu.healthy:
-                        free_slices.setdefault(s.profile, []).append(s)
-                mig_shape.append((gpu.model, gpu.memory_gb, gpu.healthy, any_ok))
+                    if not (slice_ok and gpu_ok):
+                        continue
+                    prof = s.profile
+                    if eligible:
+                        slice_kinds[prof] = slice_kinds.get(prof, 0) + 1
+                    if taken:
+                        continue
+                    free = free_slices.get(prof)
+                    if free is None:
+                        free_slices[prof] = [s]
+                    else:
+                        free.append(s)
+                mig_shape.append((gpu.model, gpu.memory_gb, gpu_ok, any_ok))
             whole_shape.sort()
             mig_shape.sort()
             shape = (eligible, tuple(whole_shape), tuple(mig_shape))
@@ -187,6 +212,7 @@ class Inventory:
             slice_share=walked.slice_share,
             gpu_kinds=gpu_kinds,
             slice_kinds=slice_kinds,
+            capacity=walked.capacity,
         )
         inv = cls(facts, nodes, NodeIndex(), kinds, walked.usage, set(), set(nodes))
         for ns in nodes.values():

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 
 from scheduler.core.inventory import Inventory, NodeState, profile_need
 from scheduler.core.locality import Costs, colocated
@@ -35,26 +34,27 @@ from scheduler.core.verdicts import Explained, Key, Verdict, profile_key, verdic
 MIN_LIMIT = 3  # feasible nodes scored per shard search, at least
 
 
-@dataclass
+# Plain classes, not dataclasses: compiled, a dataclass's generated __init__ runs as Python.
 class Placement:
-    profile: Profile
-    shards: list[Shard]
+    def __init__(self, profile: Profile, shards: list[Shard]) -> None:
+        self.profile = profile
+        self.shards = shards
 
 
-@dataclass
 class Outcome:
-    placement: Placement | None
-    trials: list[ProfileTrial] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+    def __init__(self, placement: Placement | None) -> None:
+        self.placement = placement
+        self.trials: list[ProfileTrial] = []
+        self.notes: list[str] = []
 
 
-@dataclass
 class Failure:
     """A profile that found too few feasible nodes, for preemption trials to start from."""
 
-    version: int  # the inventory version it was found at
-    feasible: list[str]  # the nodes that did pass (fewer than the shards wanted)
-    quota_blocked: bool
+    def __init__(self, version: int, feasible: list[str], quota_blocked: bool) -> None:
+        self.version = version  # the inventory version it was found at
+        self.feasible = feasible  # the nodes that did pass (fewer than the shards wanted)
+        self.quota_blocked = quota_blocked
 
 
 class Placer:

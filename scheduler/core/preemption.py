@@ -15,7 +15,6 @@ from __future__ import annotations
 import heapq
 from bisect import insort
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
 from operator import attrgetter
@@ -118,21 +117,32 @@ class _Entry(NamedTuple):
 _entry = partial(tuple.__new__, _Entry)
 
 
-@dataclass(slots=True)
 class _ModelFacts:
-    """What the pool's walk keeps per model."""
+    """What the pool's walk keeps per model. (A plain class: compiled, a dataclass is built
+    through its generated __init__, which runs as Python.)"""
 
-    rank: int
-    on_demand: bool
-    guarded: bool  # its owner has a guarantee somewhere up its path
-    minimum: int
-    # Running use of its guarantee (gpus, cpu, memory, their caps, past it): shared by the
-    # models under that guarantee; None without quotas or without a guarantee up its path.
-    within: list[float] | None
-    ids: list[str]  # its live replicas, oldest first
-    count: int  # of those, the ones this pass does not already stop
-    # Its groups, by (idle on demand, above its minimum, borrowed) as 4 * a + 2 * b + c.
-    groups: list[GroupKey | None]
+    def __init__(
+        self,
+        rank: int,
+        on_demand: bool,
+        guarded: bool,
+        minimum: int,
+        within: list[float] | None,
+        ids: list[str],
+        count: int,
+        groups: list[GroupKey | None],
+    ) -> None:
+        self.rank = rank
+        self.on_demand = on_demand
+        self.guarded = guarded  # its owner has a guarantee somewhere up its path
+        self.minimum = minimum
+        # Running use of its guarantee (gpus, cpu, memory, their caps, past it): shared by the
+        # models under that guarantee; None without quotas or without a guarantee up its path.
+        self.within = within
+        self.ids = ids  # its live replicas, oldest first
+        self.count = count  # of those, the ones this pass does not already stop
+        # Its groups, by (idle on demand, above its minimum, borrowed) as 4 * a + 2 * b + c.
+        self.groups = groups
 
 
 def _nodes_of(r: Replica) -> tuple[str, ...]:
@@ -218,7 +228,8 @@ class VictimPool:
             rank = known.rank
             if rank == CRITICAL and left <= 0:
                 continue  # never a victim this pass (a critical minimum stays one)
-            if r.ready_at is not None and r.ready_at > fresh_after:
+            ready = r.ready_at
+            if ready is not None and ready > fresh_after:
                 continue  # just paid for its model load
             # Unknown use is not idleness (as in the Go original).
             used = r.last_used_at

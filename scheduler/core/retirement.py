@@ -122,12 +122,13 @@ class Retirement(Lifecycle):
         """First, for every model: scale-downs do not depend on placement, and preemption must
         not pick a replica that is stopped anyway (nor count it towards a minimum)."""
         for m in self.snapshot.models:
-            want = self.desired[m.name]
-            have = self.live[m.name] - self.timed_out.get(m.name, 0)
+            name = m.name
+            want = self.desired[name]
+            have = self.live[name] - self.timed_out.get(name, 0)
             if have <= want:
                 continue
             reps = sorted(
-                (r for r in self.inv.facts.current.get(m.name, ()) if r.id not in self.retired),
+                (r for r in self.inv.facts.current.get(name, ()) if r.id not in self.retired),
                 key=lambda r: (r.created_at, r.id),
                 reverse=True,
             )

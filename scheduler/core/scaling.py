@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from scheduler.core.models import (
@@ -51,21 +50,23 @@ def idle_seconds(used: datetime | None, now: datetime) -> float:
     return max((now - used).total_seconds(), 0.0)
 
 
-@dataclass(slots=True)  # not frozen: made per model and pass, and never changed
+# Plain classes, not dataclasses: compiled (mypyc), a dataclass is built through its generated
+# __init__, which runs as Python; these are made per model and pass.
 class Ask:
     """What one signal asks for: a count, and how to say it (as winner, and as a side note)."""
 
-    signal: str
-    count: int
-    headline: str
-    note: str
+    def __init__(self, signal: str, count: int, headline: str, note: str) -> None:
+        self.signal = signal
+        self.count = count
+        self.headline = headline
+        self.note = note
 
 
-@dataclass(slots=True)  # not frozen: made per model and pass, and never changed
 class Want:
-    count: int  # what the pass acts on
-    recommended: int  # what the signals asked, before stabilisation
-    why: str
+    def __init__(self, count: int, recommended: int, why: str) -> None:
+        self.count = count  # what the pass acts on
+        self.recommended = recommended  # what the signals asked, before stabilisation
+        self.why = why
 
 
 def _count(ask: Ask) -> int:

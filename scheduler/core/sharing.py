@@ -78,7 +78,8 @@ class SharingPhases:
             self.outcome[m.name] = (pending, tried)
 
     def missing(self, m: Model) -> int:
-        return self.target[m.name] - self.live[m.name] - self.placed.get(m.name, 0)
+        name = m.name
+        return self.target[name] - self.live[name] - self.placed.get(name, 0)
 
     def guarantees_first(self, order: list[Model]) -> None:
         """Every owner below its guarantee is served up to it before anyone borrows: each

@@ -7,7 +7,6 @@ The candidates come from preemption.VictimPool, in tier order.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from itertools import combinations, islice
 
 from scheduler.core.inventory import Inventory, profile_need
@@ -17,20 +16,36 @@ from scheduler.core.placement import Placer
 TIER_IDLE, TIER_BORROWED, TIER_LOWER_ABOVE_MIN, TIER_SAME_ABOVE_MIN, TIER_LOWER_MIN = range(5)
 
 
-@dataclass(slots=True)
 class Victim:
-    replica: Replica
-    model: Model
-    tier: int
-    idle_s: float
-    gpus: float
-    memory_gb: float
-    above_min: bool
-    # Every node it has a shard on; a multi-node replica gives way as a whole (one victim).
-    nodes: tuple[str, ...] = ()
-    borrowed_from: str | None = None  # the guaranteed prefix it is borrowed past, if any
-    shard_cpu: float = 0.0  # CPU cores and memory each of its shards holds
-    shard_mem: float = 0.0
+    """A possible victim, as one model's candidates offer it. (A plain class: compiled, a
+    dataclass is built through its generated __init__, which runs as Python.)"""
+
+    def __init__(
+        self,
+        replica: Replica,
+        model: Model,
+        tier: int,
+        idle_s: float,
+        gpus: float,
+        memory_gb: float,
+        above_min: bool,
+        nodes: tuple[str, ...] = (),
+        borrowed_from: str | None = None,
+        shard_cpu: float = 0.0,
+        shard_mem: float = 0.0,
+    ) -> None:
+        self.replica = replica
+        self.model = model
+        self.tier = tier
+        self.idle_s = idle_s
+        self.gpus = gpus
+        self.memory_gb = memory_gb
+        self.above_min = above_min
+        # Every node it has a shard on; a multi-node replica gives way as a whole (one victim).
+        self.nodes = nodes
+        self.borrowed_from = borrowed_from  # the guaranteed prefix it is borrowed past, if any
+        self.shard_cpu = shard_cpu  # CPU cores and memory each of its shards holds
+        self.shard_mem = shard_mem
 
     @property
     def multi_node(self) -> bool:
