@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Sequence
 
+from scheduler.core.builtin_rules import builtin_dynamic_short, builtin_scores, pick_gpus
 from scheduler.core.inventory import Inventory, NodeState, profile_need
 from scheduler.core.locality import Costs, colocated
 from scheduler.core.models import Model, Node, Profile, ProfileTrial, Settings, Shard
@@ -22,11 +23,10 @@ from scheduler.core.plugins import (
     PlaceContext,
     Reason,
     Scorer,
-    builtin_dynamic_short,
     builtin_reason,
+    builtin_scoring,
     memory_suffices,
     model_matches,
-    pick_gpus,
 )
 from scheduler.core.reasons import explained, sentence
 from scheduler.core.verdicts import Explained, Key, Verdict, profile_key, verdict_cache
@@ -74,7 +74,8 @@ class Placer:
         self.costs = Costs(settings)
         self.static = [f for f in filters if f.static]
         self.dynamic = [f for f in filters if not f.static]
-        self.scorers = scorers
+        # The built-in scorers are computed in line (no call into plugins.py), the others asked.
+        self._spread_weight, self._asked_scorers = builtin_scoring(scorers)
         self.limit = max(MIN_LIMIT, math.ceil(math.log2(max(n_nodes, 2)) / 2))
         # An extra dynamic filter: the dynamic ones run as plugins, not through the fast path.
         self._plugin_dynamic = any(not f.static for f in extra)
@@ -168,13 +169,14 @@ class Placer:
         return None, choice
 
     def _score(self, ctx: PlaceContext, ns: NodeState, choice: Choice) -> float:
-        if ctx.profile.is_mig:
+        p, w = ctx.profile, self._spread_weight
+        if p.mig_profile is not None:
             assert choice.slice is not None
             choice.picked = [choice.slice.id]
         else:
-            choice.picked = [g.id for g in pick_gpus(choice.gpus, ctx.profile.gpus)]
-        total = 0.0
-        for s in self.scorers:
+            choice.picked = [g.id for g in pick_gpus(choice.gpus, p.gpus)]
+        total = 0.0 if w is None else builtin_scores(p.shards, ctx.model.name, ns, choice.picked, w)
+        for s in self._asked_scorers:
             total += s.score(ctx, ns, choice)
         return total
 
@@ -271,7 +273,10 @@ class Placer:
         return group[: self.limit + p.shards - 1]
 
     def cost(self, placement: Placement, inv: Inventory) -> float:
-        return self.costs.of(placement.shards, lambda nid: _node(inv, nid))
+        nodes = inv.nodes
+        return self.costs.of(
+            placement.shards, lambda nid: nodes[nid].node if nid in nodes else None
+        )
 
     def _explain(self, ctx: PlaceContext, inv: Inventory) -> dict[Reason, int]:
         """How many nodes said no for which reason. Worked out once per profile shape and then
@@ -387,11 +392,6 @@ class Placer:
             out.trials.append(trial)
             out.notes.append(note)
         return out
-
-
-def _node(inv: Inventory, node_id: str) -> Node | None:
-    ns = inv.nodes.get(node_id)
-    return ns.node if ns is not None else None
 
 
 def commit(model: Model, placement: Placement, inv: Inventory) -> None:

@@ -20,6 +20,18 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol, runtime_checkable
 
+# The built-in rules themselves are compiled with the core (builtin_rules.py); re-exported.
+from scheduler.core.builtin_rules import (
+    CPU_SHORT,
+    GPUS_SHORT,
+    MEMORY_SHORT,
+    bin_packing,
+    count_short,
+    nvlink_locality,
+    resources_short,
+    slice_short,
+    spread,
+)
 from scheduler.core.inventory import NodeState
 from scheduler.core.models import GPU, MigSlice, Model, Node, Profile
 
@@ -161,37 +173,6 @@ class GPUMemory:
 # ---------------------------------------------------------------- dynamic filters
 
 
-CPU_SHORT = "too few free CPU cores"
-MEMORY_SHORT = "too little free memory"
-GPUS_SHORT = "too few free GPUs"
-
-
-def resources_short(p: Profile, node: NodeState) -> str | None:
-    if node.free_cpu + 1e-9 < p.cpu_cores:
-        return CPU_SHORT
-    if node.free_mem + 1e-9 < p.memory_gb:
-        return MEMORY_SHORT
-    return None
-
-
-def slice_short(p: Profile, node: NodeState) -> str | None:
-    if p.mig_profile is not None and not node.free_slices.get(p.mig_profile):
-        return f"no free {p.mig_profile} slice"
-    return None
-
-
-def count_short(p: Profile, usable_free: int) -> str | None:
-    if p.mig_profile is None and usable_free < p.gpus:
-        return GPUS_SHORT
-    return None
-
-
-def builtin_dynamic_short(p: Profile, node: NodeState, usable_free: int) -> str | None:
-    """What the three built-in dynamic filters below say, in their order, without a Choice:
-    the core asks this directly on every visit when no extra dynamic filter is configured."""
-    return resources_short(p, node) or slice_short(p, node) or count_short(p, usable_free)
-
-
 class NodeResources:
     name = "node-resources"
     static = False
@@ -245,40 +226,6 @@ def default_filters() -> list[Filter]:
     ]
 
 
-# ---------------------------------------------------------------- choosing devices
-
-
-def pick_gpus(gpus: list[GPU], k: int) -> list[GPU]:
-    """k GPUs, preferring a set that are each other's NVLink peers (greedy from each start)."""
-    if k >= len(gpus):
-        return list(gpus)
-    if k == 1:
-        return [gpus[0]]
-    ids = {g.id for g in gpus}
-    peers = {g.id: set(g.nvlink_peers) & ids for g in gpus}
-    if all(len(p) == len(ids) - 1 for p in peers.values()):
-        return sorted(gpus[:k], key=lambda g: g.id)  # one NVLink domain: any k are peers
-    order = {g.id: i for i, g in enumerate(gpus)}
-    best: list[GPU] = []
-    best_links = -1
-    for start in gpus:
-        chosen = [start]
-        chosen_ids = {start.id}
-        while len(chosen) < k:
-            nxt = max(
-                (g for g in gpus if g.id not in chosen_ids),
-                key=lambda g: (len(peers[g.id] & chosen_ids), -order[g.id]),
-            )
-            chosen.append(nxt)
-            chosen_ids.add(nxt.id)
-        links = sum(len(peers[g.id] & chosen_ids) for g in chosen)
-        if links > best_links:
-            best, best_links = chosen, links
-        if links == k * (k - 1):
-            break
-    return sorted(best, key=lambda g: g.id)
-
-
 # ---------------------------------------------------------------- scorers
 
 
@@ -289,21 +236,14 @@ class BinPacking:
     name = "bin-packing"
 
     def score(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> float:
-        if node.total_units == 0 or ctx.profile.shards > 1:
-            return 0.0
-        return (node.used_units + len(choice.picked)) / node.total_units
+        return bin_packing(ctx.profile.shards, node, choice.picked)
 
 
 class NVLinkLocality:
     name = "nvlink-locality"
 
     def score(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> float:
-        k = len(choice.picked)
-        if k < 2:
-            return 0.0
-        picked = set(choice.picked)
-        links = sum(len(set(g.nvlink_peers) & picked) for g in node.node.gpus if g.id in picked)
-        return links / (k * (k - 1))
+        return nvlink_locality(node, choice.picked)
 
 
 class SpreadReplicas:
@@ -315,8 +255,19 @@ class SpreadReplicas:
     weight = 0.1
 
     def score(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> float:
-        return -self.weight * min(node.per_model.get(ctx.model.name, 0), 5)
+        return spread(ctx.model.name, node, self.weight)
 
 
 def default_scorers() -> list[Scorer]:
     return [BinPacking(), NVLinkLocality(), SpreadReplicas()]
+
+
+def builtin_scoring(scorers: list[Scorer]) -> tuple[float | None, list[Scorer]]:
+    """When `scorers` start with the built-in ones as default_scorers() makes them: the spread
+    weight, for the placer to compute those three in line (builtin_rules.builtin_scores), and
+    the scorers it still asks. Else None, and all of them."""
+    first = scorers[:3]
+    if [type(s) for s in first] != [BinPacking, NVLinkLocality, SpreadReplicas]:
+        return None, scorers
+    assert isinstance(first[2], SpreadReplicas)
+    return first[2].weight, scorers[3:]

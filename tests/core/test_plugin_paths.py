@@ -1,4 +1,4 @@
-"""The built-in fast path and the plugin path place alike (issue 15).
+"""The built-in fast path and the plugin path place alike (issue 15), filters and scorers.
 
 With no extra filter the core asks the built-in filters through a fast path: static verdicts
 per profile and node shape, the dynamic ones without a Choice. An extra static filter that
@@ -17,9 +17,23 @@ from hypothesis import HealthCheck, given, settings
 from bench.filter_verdicts import DeclaredZoneRule, ZoneRule
 from bench.fleetgen import steady_snapshot
 from scheduler.core.decide import decide
-from scheduler.core.inventory import NodeState
+from scheduler.core.inventory import Inventory, NodeState
 from scheduler.core.models import Node, Plan, Snapshot
-from scheduler.core.plugins import Choice, Filter, Keyed, PlaceContext, Plugins
+from scheduler.core.placement import Placer, commit
+from scheduler.core.plugins import (
+    BinPacking,
+    Choice,
+    Filter,
+    Keyed,
+    NVLinkLocality,
+    PlaceContext,
+    Plugins,
+    Scorer,
+    SpreadReplicas,
+    builtin_scoring,
+    default_filters,
+    default_scorers,
+)
 from scheduler.core.simulate import apply_plan
 from scheduler.core.validate import parse_snapshot
 from tests.core.test_core_properties import Scenario, passes, scenarios
@@ -203,3 +217,32 @@ def test_generated_scenarios_place_alike_with_the_filter_declared_or_not(scn: Sc
             by_id.model_dump_json()
             == decide(snap, Plugins(filters=[DropFirstUndeclared()])).model_dump_json()
         )
+
+
+class BinPackingAsked(BinPacking):
+    """The built-in scorer, not recognised as it: the placer asks it as a third party's."""
+
+
+def test_the_built_in_scorers_place_alike_in_line_and_asked() -> None:
+    """The placer computes the built-in scorers in line (builtin_rules.builtin_scores) when
+    they come first as default_scorers() makes them; asked one by one they place the same."""
+    for nodes, seed in ((60, 0), (200, 1)):
+        snap = steady_snapshot(nodes, seed=seed)
+        scorers: list[Scorer] = [BinPackingAsked(), NVLinkLocality(), SpreadReplicas()]
+        in_line = Placer(default_filters(), default_scorers(), len(snap.nodes))
+        asked = Placer(default_filters(), scorers, len(snap.nodes))
+        assert builtin_scoring(default_scorers())[0] is not None
+        assert builtin_scoring(scorers) == (None, scorers)
+        inv_a, inv_b = Inventory.build(snap), Inventory.build(snap)
+        placed = 0
+        for m in snap.models:
+            a = in_line.place(m, inv_a).placement
+            b = asked.place(m, inv_b).placement
+            assert (a and [(s.node, s.gpus) for s in a.shards]) == (
+                b and [(s.node, s.gpus) for s in b.shards]
+            ), m.name
+            if a is not None and b is not None:
+                commit(m, a, inv_a)
+                commit(m, b, inv_b)
+                placed += 1
+        assert placed > 20, "too few placements to compare"
