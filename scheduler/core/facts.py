@@ -8,6 +8,7 @@ what the replicas hold per node and per owner, which the inventory starts from.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from functools import cache, partial
 from typing import NamedTuple
 
@@ -18,12 +19,19 @@ ZERO: Vec = (0.0, 0.0, 0.0)
 
 
 class LiveReplica(NamedTuple):
-    """A replica that counts, of a model in the catalog."""
+    """A replica that counts, of a model in the catalog, with the fields of it that later walks
+    over every live replica read (the victim pool, held_back): read here, in the one walk over
+    the snapshot's replicas, they are read from this compact tuple afterwards."""
 
     replica: Replica
     model: Model
     need: Vec  # what one replica of its profile counts against quotas, all shards together
     one_node: bool
+    id: str
+    created_at: datetime
+    ready_at: datetime | None
+    last_used_at: datetime | None
+    preempted_for: str | None
 
 
 @cache
@@ -209,7 +217,21 @@ def collect(snap: Snapshot) -> Collected:
         cpu, mem, model, need, known = size
         if model is not None and counts:
             one_node = len(shards) <= 1 or len({sh.node for sh in shards}) == 1
-            live.append(_live((rep, model, need, one_node)))
+            live.append(
+                _live(
+                    (
+                        rep,
+                        model,
+                        need,
+                        one_node,
+                        rep.id,
+                        rep.created_at,
+                        rep.ready_at,
+                        rep.last_used_at,
+                        rep.preempted_for,
+                    )
+                )
+            )
             kept = current if known else stale
             reps = kept.get(name)
             if reps is None:

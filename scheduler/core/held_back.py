@@ -216,10 +216,11 @@ class HeldBack:
             self._young = {}
             if self.min_lifetime:
                 fresh_after = self.snapshot.now - self.min_lifetime
-                for r, vm, _, _ in self.inv.facts.live:
-                    ready = r.ready_at
-                    if ready is not None and ready > fresh_after and not r.preempted_for:
-                        self._ids.add(r.id)
+                for lr in self.inv.facts.live:
+                    ready = lr.ready_at
+                    if ready is not None and ready > fresh_after and not lr.preempted_for:
+                        r, vm = lr.replica, lr.model
+                        self._ids.add(lr.id)
                         for sh in r.shards:
                             self._young.setdefault(sh.node, []).append((len(sh.gpus), r, vm))
         return self._young

@@ -151,8 +151,8 @@ def _nodes_of(r: Replica) -> tuple[str, ...]:
     return tuple(dict.fromkeys(sh.node for sh in r.shards))
 
 
-_BY_ID = attrgetter("replica.id")
-_BY_CREATED = attrgetter("replica.created_at")
+_BY_ID = attrgetter("id")
+_BY_CREATED = attrgetter("created_at")
 
 
 def _oldest_first(live: list[LiveReplica]) -> list[LiveReplica]:
@@ -200,7 +200,8 @@ class VictimPool:
         # its minimum are its newest ones.
         per_model: dict[str, _ModelFacts] = {}
         per_owner: dict[str, list[float] | None] = {}  # running use against its guarantee
-        for r, m, need, _ in _oldest_first(inv.facts.live):
+        for lr in _oldest_first(inv.facts.live):
+            r, m, need = lr.replica, lr.model, lr.need
             name = m.name
             known = per_model.get(name)
             if known is None:
@@ -217,9 +218,9 @@ class VictimPool:
                 is_borrowed = acc[0] > acc[3] or acc[1] > acc[4] or acc[2] > acc[5]
                 if is_borrowed:
                     acc[6] = 1.0
-            if r.preempted_for:
+            if lr.preempted_for:
                 continue
-            rid = r.id
+            rid = lr.id
             known.ids.append(rid)
             left = 0
             if rid not in excluded:
@@ -228,11 +229,11 @@ class VictimPool:
             rank = known.rank
             if rank == CRITICAL and left <= 0:
                 continue  # never a victim this pass (a critical minimum stays one)
-            ready = r.ready_at
+            ready = lr.ready_at
             if ready is not None and ready > fresh_after:
                 continue  # just paid for its model load
             # Unknown use is not idleness (as in the Go original).
-            used = r.last_used_at
+            used = lr.last_used_at
             idle = (now - used).total_seconds() if used is not None else 0.0
             idle_od = known.on_demand and idle >= grace
             order = _order((-idle, need[0], need[2], rid))
