@@ -144,6 +144,7 @@ class Collected(NamedTuple):
     models: dict[str, Model]
     slice_share: dict[str, float]
     live: list[LiveReplica]
+    replicas: dict[str, Replica]  # by id
     by_model: dict[str, list[Replica]]
     current: dict[str, list[Replica]]
     stale: dict[str, list[Replica]]
@@ -181,6 +182,7 @@ def collect(snap: Snapshot) -> Collected:
     per_owner: dict[str, list[float]] = {}
     sizes: dict[tuple[str, str], tuple[float, float, Model | None, Vec, bool]] = {}
     live: list[LiveReplica] = []
+    replicas: dict[str, Replica] = {}
     by_model: dict[str, list[Replica]] = {}
     current: dict[str, list[Replica]] = {}
     stale: dict[str, list[Replica]] = {}
@@ -188,6 +190,8 @@ def collect(snap: Snapshot) -> Collected:
     stopping_preempted: list[Replica] = []
     shares = slice_share.keys()
     for rep in snap.replicas:
+        rid = rep.id
+        replicas[rid] = rep
         name = rep.model
         shards = rep.shards
         reps = by_model.get(name)
@@ -224,7 +228,7 @@ def collect(snap: Snapshot) -> Collected:
                         model,
                         need,
                         one_node,
-                        rep.id,
+                        rid,
                         rep.created_at,
                         rep.ready_at,
                         rep.last_used_at,
@@ -275,6 +279,7 @@ def collect(snap: Snapshot) -> Collected:
         models=models,
         slice_share=slice_share,
         live=live,
+        replicas=replicas,
         by_model=by_model,
         current=current,
         stale=stale,

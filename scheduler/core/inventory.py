@@ -198,7 +198,7 @@ class Inventory:
         gpu_kinds = _gpu_kinds(shapes)
         facts = PassFacts(
             models=walked.models,
-            replicas={r.id: r for r in snap.replicas},
+            replicas=walked.replicas,
             by_model=walked.by_model,
             live=walked.live,
             current=walked.current,
