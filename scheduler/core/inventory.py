@@ -32,7 +32,7 @@ from scheduler.core.facts import (
     shard_held,
 )
 from scheduler.core.models import GPU, MigSlice, Model, Node, Profile, Snapshot
-from scheduler.core.node_index import NodeIndex
+from scheduler.core.node_index import NodeIndex, NodeMap
 
 # Re-exported: the core imports these from here as well.
 __all__ = [
@@ -102,7 +102,7 @@ class Inventory:
     (the catalog, the replicas, quotas) is in `facts`, shared by every clone."""
 
     facts: PassFacts
-    nodes: dict[str, NodeState]
+    nodes: NodeMap[NodeState]  # by node id; a clone shares its parent's until it changes one
     index: NodeIndex  # eligible nodes by what they have free; shared until a clone changes it
     # One node of each kind (node shape), by kind number: what static filters need of a kind.
     kinds: list[NodeState]
@@ -214,7 +214,7 @@ class Inventory:
             slice_kinds=slice_kinds,
             capacity=walked.capacity,
         )
-        inv = cls(facts, nodes, NodeIndex(), kinds, walked.usage, set(), set(nodes))
+        inv = cls(facts, NodeMap(nodes), NodeIndex(), kinds, walked.usage, set(), set(nodes))
         for ns in nodes.values():
             inv._index(ns)
         return inv
@@ -224,7 +224,7 @@ class Inventory:
         self._materialize()
         twin = Inventory(
             self.facts,
-            dict(self.nodes),
+            self.nodes.fork(),
             self.index,  # shared until the twin walks or takes (see _materialize)
             self.kinds,
             dict(self.usage),

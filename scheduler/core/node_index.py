@@ -1,5 +1,6 @@
 """Which eligible nodes have free devices, indexed so placement visits only nodes that could
-hold a shard (inventory.Inventory keeps one; a trial's clone forks it copy-on-write).
+hold a shard (inventory.Inventory keeps one; a trial's clone forks it copy-on-write), and the
+map of node states that a trial forks copy-on-write alike (`NodeMap`).
 
 Three indexes of node ids, kept in step:
 - `by_free`: by the count of free whole GPUs;
@@ -20,7 +21,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 Bucket = dict[str, Any]  # node id -> None (by_free, by_slice) or its filing number (by_kind)
 
@@ -142,3 +143,49 @@ class NodeIndex:
                 merged = heapq.merge(*(((n, nid) for nid, n in b.items()) for b in buckets))
                 for _, nid in merged:
                     yield nid
+
+
+V = TypeVar("V")
+
+
+class NodeMap(Generic[V]):
+    """Node id -> its state, for an inventory and its trials: a trial's own copies over the
+    states it shares with the inventory it was cloned from, so a clone copies only what its
+    parent had copied, never the whole fleet (a pass clones for every preemption trial)."""
+
+    def __init__(self, base: dict[str, V], own: dict[str, V] | None = None) -> None:
+        self._base = base  # never written: shared by every fork
+        self._own: dict[str, V] = {} if own is None else own
+
+    def fork(self) -> NodeMap[V]:
+        return NodeMap(self._base, dict(self._own))
+
+    def __getitem__(self, node_id: str) -> V:
+        state = self._own.get(node_id)
+        return self._base[node_id] if state is None else state
+
+    def get(self, node_id: str) -> V | None:
+        state = self._own.get(node_id)
+        return self._base.get(node_id) if state is None else state
+
+    def __setitem__(self, node_id: str, state: V) -> None:
+        if node_id not in self._base:
+            raise KeyError(node_id)  # a trial changes nodes, it never adds one
+        self._own[node_id] = state
+
+    def __contains__(self, node_id: str) -> bool:
+        return node_id in self._base
+
+    def __len__(self) -> int:
+        return len(self._base)
+
+    def items(self) -> Iterator[tuple[str, V]]:
+        """In the base's order (the inventory's, by node id), each node's own copy if any."""
+        own = self._own
+        for node_id, state in self._base.items():
+            mine = own.get(node_id)
+            yield node_id, (state if mine is None else mine)
+
+    def values(self) -> Iterator[V]:
+        for _, state in self.items():
+            yield state

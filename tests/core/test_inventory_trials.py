@@ -56,10 +56,19 @@ def _walks_agree(inv: Inventory, profile: Profile) -> None:
     assert list(inv.candidate_nodes(profile, frozenset(range(len(inv.kinds))))) == whole
 
 
+def _states(inv: Inventory) -> list[tuple[str, list[str], float, float, int, dict[str, int]]]:
+    """Every node's state, in the inventory's order."""
+    return [
+        (nid, [g.id for g in ns.free_gpus], ns.free_cpu, ns.free_mem, ns.used_units, ns.per_model)
+        for nid, ns in inv.nodes.items()
+    ]
+
+
 def test_trials_leave_the_parent_alone_and_keep_their_own_index_right() -> None:
     snap = steady_snapshot(60, seed=0)
     inv = Inventory.build(snap)
     before = copy.deepcopy(_index(inv))
+    states = copy.deepcopy(_states(inv))
     assert before == _expected(inv)
     replicas = [r for r in snap.replicas if r.state == "running" and len(r.shards) == 1]
     model = next(m for m in snap.models if m.profiles[0].gpus == 1 and m.profiles[0].shards == 1)
@@ -70,6 +79,7 @@ def test_trials_leave_the_parent_alone_and_keep_their_own_index_right() -> None:
     for r in replicas[:5]:
         trial.release(r.id)
     list(trial.candidate_nodes(one.profiles[0]))  # a walk: the trial's own index now
+    trial_states = copy.deepcopy(_states(trial))
     nested = trial.clone()
     for r in replicas[5:12]:
         nested.release(r.id)
@@ -83,3 +93,7 @@ def test_trials_leave_the_parent_alone_and_keep_their_own_index_right() -> None:
             _walks_agree(inventory, profile)
     assert _index(inv) == before, "a trial changed the inventory it was cloned from"
     assert _index(nested) != before, "the trials changed nothing: the test proves nothing"
+    # The node states alike (a clone shares its parent's until it changes one: NodeMap).
+    assert _states(inv) == states and _states(trial) == trial_states
+    assert _states(nested) != trial_states != states
+    assert [nid for nid, _ in nested.nodes.items()] == [nid for nid, _ in inv.nodes.items()]
