@@ -194,18 +194,28 @@ class _Pass(Retirement, SharingPhases):
                 self.turn(m, None)
         # Short of room (not held, not waiting for victims), in turn order.
         waiting = [m for m in order if m.name in self.outcome and self.outcome[m.name][1]]
+        # Statuses are frozen, and most models share theirs with others ("1 replica: minimum
+        # 1"): one object per distinct status (without trials) saves validating and holding
+        # each again, a third of what a pass allocates.
+        made: dict[tuple[int, int, str | None, str, int], ModelStatus] = {}
         for m in self.snapshot.models:
             name = m.name
             pending, tried = self.outcome.get(name, (None, []))
             w = self.wants[name]
-            statuses[name] = ModelStatus(
-                desired=self.desired[name],
-                live=counted[name],
-                pending=pending,
-                tried=tried,
-                why=w.why,
-                recommended=w.recommended,
-            )
+            key = (self.desired[name], counted[name], pending, w.why, w.recommended)
+            status = None if tried else made.get(key)
+            if status is None:
+                status = ModelStatus(
+                    desired=key[0],
+                    live=key[1],
+                    pending=pending,
+                    tried=tried,
+                    why=w.why,
+                    recommended=w.recommended,
+                )
+                if not tried:
+                    made[key] = status
+            statuses[name] = status
         self.consolidate()  # on the free room every model left
         self.defragment(waiting)
         for name, progress in self.rollout.items():
