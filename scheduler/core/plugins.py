@@ -20,7 +20,8 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol, runtime_checkable
 
-# The built-in rules themselves are compiled with the core (builtin_rules.py); re-exported.
+# The built-in rules themselves are compiled with the core (builtin_rules.py); the built-in
+# plugin classes below call them.
 from scheduler.core.builtin_rules import (
     CPU_SHORT,
     GPUS_SHORT,
