@@ -9,7 +9,10 @@
 builds bench/fleetgen.py's steady snapshot at each size with its own code, runs decide() once
 to warm up, then `--passes` times with the cyclic collector paused (as the service runs a
 pass), and reports the median CPU time of the pass (thread time: what the pass itself costs,
-not what the machine's other work takes from it). The result is the median over rounds per
+not what the machine's other work takes from it), and the same pass followed by the young
+collection that frees whatever it left in reference cycles (`with_collect`: the service's loop
+pays that once the collector is back on; an older pass left its whole working state so,
+tests/core/test_pass_garbage.py). The result is the median over rounds per
 checkout and size, and the ratio of this checkout to the other one. Only ratios measured in
 one run mean anything: the same code measured hours apart on a shared machine differs by more
 than most changes. Each checkout runs the core its install built (`core_build` in the output:
@@ -38,7 +41,7 @@ out = {}
 for n in sizes:
     snap = steady_snapshot(n, seed=seed)
     decide(snap)
-    cpu = []
+    cpu, with_collect = [], []
     for _ in range(passes):
         gc.collect()
         gc.disable()
@@ -46,7 +49,10 @@ for n in sizes:
         decide(snap)
         cpu.append(time.thread_time() - t)
         gc.enable()
+        gc.collect(0)  # what the pass left in cycles: the next young collection frees it
+        with_collect.append(time.thread_time() - t)
     out[str(n)] = statistics.median(cpu) * 1000
+    out[str(n) + "+collect"] = statistics.median(with_collect) * 1000
     del snap
 import scheduler  # an older checkout has no compiled core
 out["core_build"] = getattr(scheduler, "CORE_BUILD", "pure")
@@ -90,12 +96,17 @@ def compare(against: Path, sizes: list[int], rounds: int, passes: int, seed: int
     for n in sizes:
         this = statistics.median(r[str(n)] for r in runs["this"])
         other = statistics.median(r[str(n)] for r in runs["against"])
+        this_c = statistics.median(r[str(n) + "+collect"] for r in runs["this"])
+        other_c = statistics.median(r[str(n) + "+collect"] for r in runs["against"])
         per_size.append(
             {
                 "nodes": n,
                 "this_cpu_median_ms": round(this, 1),
                 "against_cpu_median_ms": round(other, 1),
                 "ratio_this_to_against": round(this / other, 3) if other > 0 else None,
+                "this_with_collect_ms": round(this_c, 1),
+                "against_with_collect_ms": round(other_c, 1),
+                "ratio_with_collect": round(this_c / other_c, 3) if other_c > 0 else None,
             }
         )
     return {
@@ -114,7 +125,8 @@ def compare(against: Path, sizes: list[int], rounds: int, passes: int, seed: int
         "passes_per_round": passes,
         "seed": seed,
         "measure": "median CPU (thread) time of one decide() pass, collector paused, "
-        "alternating processes",
+        "alternating processes; `with_collect`: the pass and then the young collection that "
+        "frees what it left in reference cycles (the service's loop pays it after the pass)",
         "sizes": per_size,
     }
 

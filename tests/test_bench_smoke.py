@@ -140,6 +140,8 @@ def test_pass_time_script_prints_sane_json() -> None:
         assert 0 < size["min_ms"] <= size["median_ms"] <= size["p90_ms"]
         assert size["placements_per_s"] >= 0
         assert size["tracemalloc_peak_mb"] > 0
+        assert size["objects_left_in_cycles"] == 0  # freed as decide() returns
+        assert size["collect_after_median_ms"] >= 0
     assert out["ru_maxrss_mb"] > 0
     assert out["growth"]["steps"][0]["work_ratio"] == pytest.approx(4.0)
     assert isinstance(out["growth"]["fit_exponent_vs_nodes_x_models"], float)
@@ -168,6 +170,9 @@ def test_pass_compare_against_itself_prints_sane_ratios() -> None:
         assert size["ratio_this_to_against"] == pytest.approx(
             size["this_cpu_median_ms"] / size["against_cpu_median_ms"], rel=0.3
         )
+        # The same pass and then the young collection after it: never less than the pass.
+        assert size["this_with_collect_ms"] >= size["this_cpu_median_ms"]
+        assert size["against_with_collect_ms"] >= size["against_cpu_median_ms"]
 
 
 def test_pass_compare_refuses_what_is_not_a_checkout(tmp_path: Path) -> None:

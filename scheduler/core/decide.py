@@ -357,14 +357,15 @@ class _Pass(Retirement, SharingPhases):
         """Whether min_lifetime_s or room kept for another model held a preemption back."""
         assert self.pool is not None
         if self.why_held is None:
+            # The test closes over the pass's dicts, not over the pass: a pass that refers to
+            # itself is freed only by the cyclic collector (tests/core/test_pass_garbage.py).
+            target, have, placed = self.target, self.live, self.placed
             self.why_held = HeldBack(
                 self.snapshot,
                 self.inv,
                 self.placer,
                 self.pool,
-                lambda x: (
-                    x in self.target and self.live[x] + self.placed.get(x, 0) < self.target[x]
-                ),
+                lambda x: x in target and have[x] + placed.get(x, 0) < target[x],
             )
         why = self.why_held.why(m, trial, live, limit, self.stops)
         if why is not None:

@@ -10,7 +10,6 @@ autoscaler picks the cheapest accelerator that serves the load.
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import cache
 from typing import TypeVar
 
 from scheduler.core.models import Node, Profile, Settings, Shard
@@ -58,9 +57,18 @@ class Costs:
     def __init__(self, settings: Settings) -> None:
         self.table = sorted(settings.gpu_costs.items(), key=lambda kv: (-len(kv[0]), kv[0]))
         self.default = settings.default_gpu_cost
-        self.gpu = cache(self._gpu)
+        # A plain dict, not functools.cache over a bound method: that is a reference cycle,
+        # and a pass that leaves one is freed only by the cyclic collector
+        # (tests/core/test_pass_garbage.py).
+        self._prices: dict[str, float] = {}
 
-    def _gpu(self, gpu_model: str) -> float:
+    def gpu(self, gpu_model: str) -> float:
+        price = self._prices.get(gpu_model)
+        if price is None:
+            price = self._prices[gpu_model] = self._price(gpu_model)
+        return price
+
+    def _price(self, gpu_model: str) -> float:
         for key, price in self.table:  # longest key first: "H100 NVL" before "H100"
             if key in gpu_model:
                 return price

@@ -29,7 +29,14 @@ from scheduler.core.plugins import (
     model_matches,
 )
 from scheduler.core.reasons import explained, sentence
-from scheduler.core.verdicts import Explained, Key, Verdict, profile_key, verdict_cache
+from scheduler.core.verdicts import (
+    Explained,
+    Key,
+    StaticRun,
+    Verdict,
+    profile_key,
+    verdict_cache,
+)
 
 MIN_LIMIT = 3  # feasible nodes scored per shard search, at least
 
@@ -82,7 +89,12 @@ class Placer:
         extra_static = [f for f in extra if f.static]
         self._narrow_by_id = bool(extra_static)  # else the narrowing goes by GPU kind
         # What the static filters read of a profile (profile_key) and of a node (the cache).
-        self.cache, self._fields = verdict_cache(self._run_static, extra_static)
+        # The cache asks a StaticRun, which refers to neither it nor the placer: a bound method
+        # of the placer there would be a reference cycle, and a pass that leaves one is freed
+        # only by the cyclic collector, later (tests/core/test_pass_garbage.py).
+        run = StaticRun(self.static, self._narrow_by_id)
+        self.cache, self._fields = verdict_cache(run.run, extra_static)
+        run.per_node = self.cache.per_node
         # (model, profile) -> its last failure to place: where preemption trials start from.
         self.failures: dict[tuple[str, str], Failure] = {}
         # Profile key -> the node kinds its static filters accept (see _walk).
@@ -101,27 +113,6 @@ class Placer:
             verdict, m, p = self.cache.verdict, ctx.model, ctx.profile
             self._kinds[key] = inv.kinds_accepted(lambda ns: verdict(m, p, ns, key).reason is None)
         return inv.candidate_nodes(ctx.profile, self._kinds.get(key))
-
-    def _run_static(self, model: Model, profile: Profile, ns: NodeState) -> Verdict:
-        """The static filters on a node's healthy whole GPUs: a reason, or which GPUs serve."""
-        ctx = PlaceContext(model, profile)
-        whole = [g for g in ns.node.gpus if g.mig is None and g.healthy]
-        choice = Choice(gpus=whole)
-        for f in self.static:
-            reason = f.filter(ctx, ns, choice)
-            if reason is not None:
-                return Verdict(Reason(f.name, reason))
-        if len(choice.gpus) == len(whole):
-            return Verdict(None)  # all of them
-        # The built-in filters keep or drop every GPU of one (model, memory) alike, so the kinds
-        # kept say which serve on any node of the shape; an extra one may not.
-        kinds = frozenset((g.model, g.memory_gb) for g in choice.gpus)
-        if self._narrow_by_id and (
-            self.cache.per_node
-            or sum((g.model, g.memory_gb) in kinds for g in whole) != len(choice.gpus)
-        ):
-            return Verdict(None, ids=frozenset(g.id for g in choice.gpus))
-        return Verdict(None, kinds=kinds)
 
     def _why(self, ctx: PlaceContext, ns: NodeState, verdict: Verdict) -> Reason | None:
         """Which filter says the node cannot hold one shard now, and its words (explanations

@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 from scheduler.core.inventory import Inventory, NodeState
 from scheduler.core.models import Model, Node, Profile
-from scheduler.core.plugins import Filter, Keyed, Reason
+from scheduler.core.plugins import Choice, Filter, Keyed, PlaceContext, Reason
 
 
 class Verdict(NamedTuple):
@@ -151,6 +151,36 @@ class KeyedVerdicts(VerdictCache):
             if found.ids is None:
                 self.by_shape[ck] = found
         return found
+
+
+class StaticRun:
+    """The static filters of a pass, run on one node for one profile: what the verdict cache
+    asks when it has no verdict for the node's shape (or, per_node, for the node) yet."""
+
+    def __init__(self, static: list[Filter], narrow_by_id: bool) -> None:
+        self.static = static
+        self.narrow_by_id = narrow_by_id  # an extra static filter: GPUs kept by id
+        self.per_node = False  # the cache keeps verdicts per node (set once it is made)
+
+    def run(self, model: Model, profile: Profile, ns: NodeState) -> Verdict:
+        """The static filters on a node's healthy whole GPUs: a reason, or which GPUs serve."""
+        ctx = PlaceContext(model, profile)
+        whole = [g for g in ns.node.gpus if g.mig is None and g.healthy]
+        choice = Choice(gpus=whole)
+        for f in self.static:
+            reason = f.filter(ctx, ns, choice)
+            if reason is not None:
+                return Verdict(Reason(f.name, reason))
+        if len(choice.gpus) == len(whole):
+            return Verdict(None)  # all of them
+        # The built-in filters keep or drop every GPU of one (model, memory) alike, so the kinds
+        # kept say which serve on any node of the shape; an extra one may not.
+        kinds = frozenset((g.model, g.memory_gb) for g in choice.gpus)
+        if self.narrow_by_id and (
+            self.per_node or sum((g.model, g.memory_gb) in kinds for g in whole) != len(choice.gpus)
+        ):
+            return Verdict(None, ids=frozenset(g.id for g in choice.gpus))
+        return Verdict(None, kinds=kinds)
 
 
 def verdict_cache(
