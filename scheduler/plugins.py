@@ -197,7 +197,7 @@ def _profile_fields(fields: object) -> tuple[str | None, tuple[str, ...] | None]
         return "profile_fields missing (None: it reads the model)", None
     if not isinstance(fields, tuple | list | set | frozenset):
         return f"profile_fields {fields!r} is not a list of Profile field names", None
-    names = [n for n in fields if isinstance(n, str) and n in Profile.model_fields]
+    names = [n for n in fields if isinstance(n, str) and n in Profile.field_names()]
     if len(names) != len(fields):
         unknown = ", ".join(sorted(repr(n) for n in fields if n not in names))
         return f"profile_fields names no Profile field: {unknown}", None

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Protocol, Self, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from scheduler.adapters.json_bounds import BoundsError, bounded_loads
 from scheduler.adapters.kv_layout import KVLayout
@@ -20,7 +20,16 @@ from scheduler.core.validate import format_validation_error
 from scheduler.serving.catalog_model import CatalogModel
 
 GENERAL = "_errors"
-T = TypeVar("T", bound=BaseModel)
+
+
+class _Validated(Protocol):
+    """A pydantic model or record of the contract: what the catalog reads its values into."""
+
+    @classmethod
+    def model_validate(cls, obj: Any) -> Self: ...
+
+
+T = TypeVar("T", bound=_Validated)
 
 
 def validation_lines(err: ValidationError, key: str) -> list[str]:

@@ -25,7 +25,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from scheduler.core.models import Model, Node, Profile, Replica, Shard, StartAction, rfc3339
 from scheduler.serving.argv import Wiring, shard_command
@@ -395,6 +395,7 @@ def replica_from(
     live = [a for a in present if alloc_live(a)]
     if job.stopped and not present:
         return None
+    state: Literal["starting", "running", "stopping"]
     if job.stopped:
         state = "stopping"
     elif (

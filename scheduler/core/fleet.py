@@ -1,21 +1,27 @@
-"""The fleet as the snapshot describes it: nodes, their GPUs and MIG slices (machine-written,
-so unknown fields are ignored: newer adapters may add data)."""
+"""The fleet as the snapshot describes it: nodes, their GPUs and MIG slices, and the replicas
+running on them (machine-written, so unknown fields are ignored: newer adapters may add data).
+Pydantic dataclasses, frozen and with slots (contract_base.Record: the pass reads them most)."""
 
 from __future__ import annotations
 
-from pydantic import Field, model_validator
+from typing import Literal
 
-from scheduler.core.contract_base import Lenient, NonNegFloat
+from pydantic import AwareDatetime, Field, model_validator
+from pydantic.dataclasses import dataclass
+
+from scheduler.core.contract_base import LENIENT_RECORD, NonNegFloat, Record
 
 
-class MigSlice(Lenient):
+@dataclass(frozen=True, slots=True, kw_only=True, config=LENIENT_RECORD)
+class MigSlice(Record):
     id: str
     profile: str
     memory_gb: NonNegFloat
     healthy: bool = True
 
 
-class GPU(Lenient):
+@dataclass(frozen=True, slots=True, kw_only=True, config=LENIENT_RECORD)
+class GPU(Record):
     id: str
     model: str
     memory_gb: NonNegFloat
@@ -25,7 +31,8 @@ class GPU(Lenient):
     mig: list[MigSlice] | None = None
 
 
-class Node(Lenient):
+@dataclass(frozen=True, slots=True, kw_only=True, config=LENIENT_RECORD)
+class Node(Record):
     id: str
     name: str
     # The node's own IP (Nomad attribute unique.network.ip-address): where the other shards of
@@ -56,3 +63,37 @@ class Node(Lenient):
                     raise ValueError(f"device id {dev_id!r} appears twice on node {self.id!r}")
                 seen.add(dev_id)
         return self
+
+
+# ---------------------------------------------------------------- running state
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, config=LENIENT_RECORD)
+class Shard(Record):
+    node: str
+    gpus: list[str] = Field(default_factory=list)
+    # What the allocation holds on its node, when the adapter knows it; unset: what the
+    # replica's profile asks (or, for a profile no longer in the model, the most any asks).
+    cpu_cores: NonNegFloat | None = None
+    memory_gb: NonNegFloat | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, config=LENIENT_RECORD)
+class Replica(Record):
+    id: str
+    model: str
+    profile: str
+    state: Literal["starting", "running", "stopping"]
+    created_at: AwareDatetime
+    ready_at: AwareDatetime | None = None
+    last_used_at: AwareDatetime | None = None
+    preempted_for: str | None = None
+    shards: list[Shard] = Field(default_factory=list)
+    # Digest of what the replica runs (serve spec, profile, load grace), from its job's Meta;
+    # empty when unknown (a job written before digests): such a replica is never rolled.
+    spec: str = ""
+
+    @property
+    def counts(self) -> bool:
+        """A stopping replica no longer counts as live."""
+        return self.state != "stopping"

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Annotated, Literal
 
 from pydantic import AwareDatetime, BaseModel, Field, field_validator, model_validator
+from pydantic.dataclasses import dataclass
 
 from scheduler.core.contract_base import (
     CLASS_RANK,
@@ -20,15 +21,17 @@ from scheduler.core.contract_base import (
     MAX_DURATION_S,
     NAME_PATTERN,
     OWNER_PATTERN,
+    STRICT_RECORD,
     ClassName,
     Count,
     Duration,
     Lenient,
     NonNegFloat,
+    Record,
     Strict,
     check_owner,
 )
-from scheduler.core.fleet import GPU, MigSlice, Node
+from scheduler.core.fleet import GPU, MigSlice, Node, Replica, Shard
 from scheduler.core.serve_spec import Serve
 
 # Re-exported: the contract's names are imported from here.
@@ -47,6 +50,8 @@ __all__ = [
     "MigSlice",
     "Node",
     "NonNegFloat",
+    "Replica",
+    "Shard",
     "Strict",
     "check_owner",
 ]
@@ -91,7 +96,8 @@ class Settings(Strict):
 # ---------------------------------------------------------------- catalog
 
 
-class Scaling(Strict):
+@dataclass(frozen=True, slots=True, kw_only=True, config=STRICT_RECORD)
+class Scaling(Record):
     min: Annotated[int, Field(ge=0, le=100_000)] = 0
     max: Annotated[int, Field(ge=0, le=100_000)] = 1
     target_per_replica: Annotated[float, Field(ge=0.001, le=MAX_AMOUNT, allow_inf_nan=False)] = 16
@@ -115,7 +121,8 @@ class Scaling(Strict):
         return self
 
 
-class Profile(Strict):
+@dataclass(frozen=True, slots=True, kw_only=True, config=STRICT_RECORD)
+class Profile(Record):
     """One way to run a replica: whole GPUs per shard on `shards` nodes, or one MIG slice."""
 
     name: Annotated[str, Field(min_length=1, max_length=63)]
@@ -148,7 +155,8 @@ class Profile(Strict):
 OLD_DEFAULTS: tuple[tuple[str, object], ...] = (("params", {}), ("runtime", "vllm"))
 
 
-class Model(Strict):
+@dataclass(frozen=True, slots=True, kw_only=True, config=STRICT_RECORD)
+class Model(Record):
     name: Annotated[str, Field(pattern=NAME_PATTERN)]
     owner: Annotated[str, Field(pattern=OWNER_PATTERN, max_length=256)]
     class_: ClassName = Field("standard", alias="class")
@@ -263,35 +271,6 @@ class DesiredMark(Strict):
 
 
 # ---------------------------------------------------------------- running state
-
-
-class Shard(Lenient):
-    node: str
-    gpus: list[str] = Field(default_factory=list)
-    # What the allocation holds on its node, when the adapter knows it; unset: what the
-    # replica's profile asks (or, for a profile no longer in the model, the most any asks).
-    cpu_cores: NonNegFloat | None = None
-    memory_gb: NonNegFloat | None = None
-
-
-class Replica(Lenient):
-    id: str
-    model: str
-    profile: str
-    state: Literal["starting", "running", "stopping"]
-    created_at: AwareDatetime
-    ready_at: AwareDatetime | None = None
-    last_used_at: AwareDatetime | None = None
-    preempted_for: str | None = None
-    shards: list[Shard] = Field(default_factory=list)
-    # Digest of what the replica runs (serve spec, profile, load grace), from its job's Meta;
-    # empty when unknown (a job written before digests): such a replica is never rolled.
-    spec: str = ""
-
-    @property
-    def counts(self) -> bool:
-        """A stopping replica no longer counts as live."""
-        return self.state != "stopping"
 
 
 class Hold(Strict):

@@ -14,6 +14,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from scheduler.adapters.kv_layout import KVLayout
+from scheduler.core.contract_base import Record
 from scheduler.core.models import Model, Quota
 from scheduler.serving.catalog_model import CatalogModel
 
@@ -106,7 +107,7 @@ def parse(docs: list[Any], kind: Kind) -> list[Model] | list[Quota]:
     return parsed
 
 
-def kv_value(item: BaseModel) -> dict[str, Any]:
+def kv_value(item: BaseModel | Record) -> dict[str, Any]:
     """What is stored in Consul: a model as is; a quota without its owner (the key names it)."""
     data = item.model_dump(mode="json", by_alias=True, exclude_none=True)
     if isinstance(item, Quota):

@@ -11,13 +11,14 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from scheduler.core.contract_base import Record
 from scheduler.core.models import Demand, Quota, Settings
 from scheduler.serving.catalog_model import CatalogModel
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 # file name -> (model, title, what the file describes)
-SCHEMAS: dict[str, tuple[type[BaseModel], str, str]] = {
+SCHEMAS: dict[str, tuple[type[BaseModel] | type[Record], str, str]] = {
     "model.schema.json": (
         CatalogModel,
         "llm-scheduler model",

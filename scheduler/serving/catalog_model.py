@@ -8,12 +8,15 @@ runtime accepts: checked here, outside the core, since it reads the shipped flag
 from __future__ import annotations
 
 from pydantic import model_validator
+from pydantic.dataclasses import dataclass
 
+from scheduler.core.contract_base import STRICT_RECORD
 from scheduler.core.models import Model
 from scheduler.core.serve_spec import Serve
 from scheduler.serving.flags import flag_problems
 
 
+@dataclass(frozen=True, slots=True, kw_only=True, config=STRICT_RECORD)
 class CatalogModel(Model):
     serve: Serve  # required here
 

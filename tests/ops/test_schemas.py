@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from scheduler.core.models import Model
+from scheduler.core.models import NAME_PATTERN
 from scheduler.ops import schemas
 
 
@@ -22,7 +22,7 @@ def test_model_schema_uses_the_operator_spelling_and_forbids_typos() -> None:
     assert schema["additionalProperties"] is False
     # serve is required of what operators write (the core alone accepts models without it).
     assert set(schema["required"]) == {"name", "owner", "profiles", "serve"}
-    assert schema["properties"]["name"]["pattern"] == Model.model_fields["name"].metadata[0].pattern
+    assert schema["properties"]["name"]["pattern"] == NAME_PATTERN
 
 
 def test_demand_schema_is_what_the_scheduler_accepts_from_gateways() -> None:
