@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from functools import cache, partial
+from functools import cache
 from typing import NamedTuple
 
 from scheduler.core.models import Amount, Model, Profile, Quota, Replica, Snapshot
@@ -18,20 +18,31 @@ Vec = tuple[float, float, float]  # gpus, cpu_cores, memory_gb
 ZERO: Vec = (0.0, 0.0, 0.0)
 
 
-class LiveReplica(NamedTuple):
+class LiveReplica:
     """A replica that counts, of a model in the catalog, with the fields of it that later walks
     over every live replica read (the victim pool, held_back): read here, in the one walk over
-    the snapshot's replicas, they are read from this compact tuple afterwards."""
+    the snapshot's replicas, they are read from this object afterwards. (A plain class, made
+    per live replica every pass: compiled, it is built and read natively; see NodeUse.)"""
 
-    replica: Replica
-    model: Model
-    need: Vec  # what one replica of its profile counts against quotas, all shards together
-    one_node: bool
-    id: str
-    created_at: datetime
-    ready_at: datetime | None
-    last_used_at: datetime | None
-    preempted_for: str | None
+    def __init__(
+        self,
+        replica: Replica,
+        model: Model,
+        need: Vec,
+        id: str,
+        created_at: datetime,
+        ready_at: datetime | None,
+        last_used_at: datetime | None,
+        preempted_for: str | None,
+    ) -> None:
+        self.replica = replica
+        self.model = model
+        self.need = need  # what one replica of its profile counts against quotas, all shards
+        self.id = id
+        self.created_at = created_at
+        self.ready_at = ready_at
+        self.last_used_at = last_used_at
+        self.preempted_for = preempted_for
 
 
 @cache
@@ -134,10 +145,6 @@ class NodeUse:
         self.single = single
 
 
-# Made per live replica, every pass: the C tuple constructor, not the NamedTuple's own.
-_live = partial(tuple.__new__, LiveReplica)
-
-
 class Collected(NamedTuple):
     """One walk over the replicas: the facts it yields and what they hold."""
 
@@ -160,6 +167,7 @@ class Collected(NamedTuple):
 def collect(snap: Snapshot) -> Collected:
     models: dict[str, Model] = {m.name: m for m in snap.models}
     slice_share: dict[str, float] = {}  # MIG slice id -> the share of a GPU it counts as
+    fractions: dict[str, float] = {}  # MIG profile -> its share (mig_fraction, asked once)
     used: set[str] = set()
     gpus_cap = cpu_cap = mem_cap = 0.0
     for node in snap.nodes:
@@ -176,8 +184,13 @@ def collect(snap: Snapshot) -> Collected:
             if eligible:
                 gpus_cap += len(mig) / 7
             for s in mig:
-                slice_share[s.id] = mig_fraction(s.profile)
-        used.update(node.held)
+                mig_profile = s.profile
+                share = fractions.get(mig_profile)
+                if share is None:
+                    share = fractions[mig_profile] = mig_fraction(mig_profile)
+                slice_share[s.id] = share
+        for d in node.held:
+            used.add(d)
     on_node: dict[str, NodeUse] = {}
     per_owner: dict[str, list[float]] = {}
     sizes: dict[tuple[str, str], tuple[float, float, Model | None, Vec, bool]] = {}
@@ -188,7 +201,6 @@ def collect(snap: Snapshot) -> Collected:
     stale: dict[str, list[Replica]] = {}
     starting: set[str] = set()
     stopping_preempted: list[Replica] = []
-    shares = slice_share.keys()
     for rep in snap.replicas:
         rid = rep.id
         replicas[rid] = rep
@@ -220,20 +232,16 @@ def collect(snap: Snapshot) -> Collected:
             )
         cpu, mem, model, need, known = size
         if model is not None and counts:
-            one_node = len(shards) <= 1 or len({sh.node for sh in shards}) == 1
             live.append(
-                _live(
-                    (
-                        rep,
-                        model,
-                        need,
-                        one_node,
-                        rid,
-                        rep.created_at,
-                        rep.ready_at,
-                        rep.last_used_at,
-                        rep.preempted_for,
-                    )
+                LiveReplica(
+                    rep,
+                    model,
+                    need,
+                    rid,
+                    rep.created_at,
+                    rep.ready_at,
+                    rep.last_used_at,
+                    rep.preempted_for,
                 )
             )
             kept = current if known else stale
@@ -245,10 +253,15 @@ def collect(snap: Snapshot) -> Collected:
         gpus = 0.0
         for sh in shards:
             devs = sh.gpus
-            used.update(devs)
-            use = on_node.get(sh.node)
+            sliced = False
+            for d in devs:  # a loop, not set.update and isdisjoint: method calls, compiled
+                used.add(d)
+                if d in slice_share:
+                    sliced = True
+            node_id = sh.node
+            use = on_node.get(node_id)
             if use is None:
-                use = on_node[sh.node] = NodeUse(0.0, 0.0, {}, [])
+                use = on_node[node_id] = NodeUse(0.0, 0.0, {}, [])
             held_cpu, held_mem = sh.cpu_cores, sh.memory_gb
             use.cpu += cpu if held_cpu is None else held_cpu
             use.memory += mem if held_mem is None else held_mem
@@ -256,7 +269,7 @@ def collect(snap: Snapshot) -> Collected:
             pm[name] = pm.get(name, 0) + 1
             if counts and len(shards) == 1:
                 use.single.append(rep)
-            if shares.isdisjoint(devs):
+            if not sliced:
                 gpus += len(devs)
             else:
                 gpus += sum(slice_share.get(d, 1.0) for d in devs)

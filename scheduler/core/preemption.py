@@ -12,12 +12,10 @@ replica of the fleet again. Only the first `max_victims` candidates are ever tri
 
 from __future__ import annotations
 
-import heapq
 from bisect import insort
 from collections.abc import Iterator
 from datetime import timedelta
 from functools import partial
-from operator import attrgetter
 from typing import NamedTuple
 
 from scheduler.core.fairshare import FairShare
@@ -25,7 +23,6 @@ from scheduler.core.guarantees import guarantee_of, owed_replicas, within_guaran
 from scheduler.core.inventory import (
     ZERO,
     Inventory,
-    LiveReplica,
     Vec,
     profile_need,
 )
@@ -38,7 +35,10 @@ from scheduler.core.victims import (
     TIER_LOWER_MIN,
     TIER_SAME_ABOVE_MIN,
     Victim,
+    VictimOrder,
     choose,
+    merged,
+    oldest_first,
     set_cost,
     stop_reason,
 )
@@ -60,15 +60,6 @@ __all__ = [
 CRITICAL = CLASS_RANK["critical"]
 
 
-class VictimOrder(NamedTuple):
-    """Order within a tier (rule R2): longest idle first, then the smaller, then by id."""
-
-    neg_idle_s: float
-    gpus: float
-    memory_gb: float
-    replica: str
-
-
 class GroupKey(NamedTuple):
     """Everything a possible victim's tier depends on besides the asking model."""
 
@@ -80,25 +71,39 @@ class GroupKey(NamedTuple):
     guarded: bool  # its owner has a guarantee somewhere up its path
 
 
-# Made per possible victim, every pass: the C tuple constructor, not the NamedTuple's own.
-_order = partial(tuple.__new__, VictimOrder)
+# Made per model and kind of victim, every pass: the C tuple constructor, not the NamedTuple's.
 _group = partial(tuple.__new__, GroupKey)
 
 
-class _Entry(NamedTuple):
-    """What stays true of one live replica for the whole pass."""
+class _Entry:
+    """What stays true of one live replica for the whole pass. (A plain class, made per
+    possible victim: compiled, its fields are read natively; see _ModelFacts.)"""
 
-    replica: Replica
-    model: Model
-    rank: int
-    idle_s: float
-    idle_on_demand: bool
-    gpus: float
-    memory_gb: float
-    borrowed: bool
-    guarded: bool  # its owner has a guarantee somewhere up its path
-    order: VictimOrder
-    need: Vec  # what it counts against quotas, all shards together
+    def __init__(
+        self,
+        replica: Replica,
+        model: Model,
+        rank: int,
+        idle_s: float,
+        idle_on_demand: bool,
+        gpus: float,
+        memory_gb: float,
+        borrowed: bool,
+        guarded: bool,
+        order: VictimOrder,
+        need: Vec,
+    ) -> None:
+        self.replica = replica
+        self.model = model
+        self.rank = rank
+        self.idle_s = idle_s
+        self.idle_on_demand = idle_on_demand
+        self.gpus = gpus
+        self.memory_gb = memory_gb
+        self.borrowed = borrowed
+        self.guarded = guarded  # its owner has a guarantee somewhere up its path
+        self.order = order
+        self.need = need  # what it counts against quotas, all shards together
 
     def group(self, above_min: bool) -> GroupKey:
         """Everything its tier depends on besides the asking model."""
@@ -112,9 +117,6 @@ class _Entry(NamedTuple):
                 self.guarded,
             )
         )
-
-
-_entry = partial(tuple.__new__, _Entry)
 
 
 class _ModelFacts:
@@ -149,17 +151,6 @@ def _nodes_of(r: Replica) -> tuple[str, ...]:
     if len(r.shards) == 1:
         return (r.shards[0].node,)
     return tuple(dict.fromkeys(sh.node for sh in r.shards))
-
-
-_BY_ID = attrgetter("id")
-_BY_CREATED = attrgetter("created_at")
-
-
-def _oldest_first(live: list[LiveReplica]) -> list[LiveReplica]:
-    """By creation, then id: two stable sorts on keys read in C, no key tuple per replica."""
-    ordered = sorted(live, key=_BY_ID)
-    ordered.sort(key=_BY_CREATED)
-    return ordered
 
 
 def _back_within(e: _Entry, inv: Inventory) -> bool:
@@ -200,8 +191,15 @@ class VictimPool:
         # its minimum are its newest ones.
         per_model: dict[str, _ModelFacts] = {}
         per_owner: dict[str, list[float] | None] = {}  # running use against its guarantee
-        for lr in _oldest_first(inv.facts.live):
-            r, m, need = lr.replica, lr.model, lr.need
+        for lr in oldest_first(inv.facts.live):
+            r, m, need, rid, ready, used = (
+                lr.replica,
+                lr.model,
+                lr.need,
+                lr.id,
+                lr.ready_at,
+                lr.last_used_at,
+            )
             name = m.name
             known = per_model.get(name)
             if known is None:
@@ -220,7 +218,6 @@ class VictimPool:
                     acc[6] = 1.0
             if lr.preempted_for:
                 continue
-            rid = lr.id
             known.ids.append(rid)
             left = 0
             if rid not in excluded:
@@ -229,24 +226,22 @@ class VictimPool:
             rank = known.rank
             if rank == CRITICAL and left <= 0:
                 continue  # never a victim this pass (a critical minimum stays one)
-            ready = lr.ready_at
             if ready is not None and ready > fresh_after:
                 continue  # just paid for its model load
             # Unknown use is not idleness (as in the Go original).
-            used = lr.last_used_at
             idle = (now - used).total_seconds() if used is not None else 0.0
             idle_od = known.on_demand and idle >= grace
-            order = _order((-idle, need[0], need[2], rid))
+            order = (-idle, need[0], need[2], rid)
             guarded = known.guarded
-            entries[rid] = _entry(
-                (r, m, rank, idle, idle_od, need[0], need[2], is_borrowed, guarded, order, need)
+            entry = entries[rid] = _Entry(
+                r, m, rank, idle, idle_od, need[0], need[2], is_borrowed, guarded, order, need
             )
             if rid in excluded:
                 continue
             variant = 4 * idle_od + 2 * (left > 0) + is_borrowed
             key = known.groups[variant]
             if key is None:
-                key = known.groups[variant] = entries[rid].group(left > 0)
+                key = known.groups[variant] = entry.group(left > 0)
                 if key not in groups:
                     groups[key] = []
             groups[key].append(order)
@@ -354,7 +349,7 @@ class VictimPool:
                 if tier >= 0:
                     tiers[tier].append(group)
         for tier, groups in enumerate(tiers):
-            for *_, rid in heapq.merge(*groups):  # VictimOrder: the replica id last
+            for *_, rid in merged(groups):  # VictimOrder: the replica id last
                 if rid in self.excluded:
                     continue
                 e = self._entries[rid]

@@ -6,10 +6,12 @@ The candidates come from preemption.VictimPool, in tier order.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Iterator, Sequence
 from itertools import combinations, islice
+from operator import attrgetter
 
-from scheduler.core.inventory import Inventory, profile_need
+from scheduler.core.inventory import Inventory, LiveReplica, profile_need
 from scheduler.core.models import Model, Profile, Replica
 from scheduler.core.placement import Placer
 
@@ -141,6 +143,37 @@ def _on_node(
                 found, bound = list(combo), cost
                 break
     return found
+
+
+# Order within a tier (rule R2): longest idle first, then the smaller, then by id:
+# (-idle_s, gpus, memory_gb, replica id). A plain tuple, made per possible victim every pass.
+VictimOrder = tuple[float, float, float, str]
+
+
+_BY_ID = attrgetter("id")
+_BY_CREATED = attrgetter("created_at")
+
+
+def oldest_first(live: list[LiveReplica]) -> list[LiveReplica]:
+    """By creation, then id: two stable sorts on keys read in C, no key tuple per replica."""
+    ordered = sorted(live, key=_BY_ID)
+    ordered.sort(key=_BY_CREATED)
+    return ordered
+
+
+def merged(groups: list[list[VictimOrder]]) -> Iterator[VictimOrder]:
+    """The sorted groups merged, smallest first, each read as it is reached (as heapq.merge,
+    which runs as Python: this one is compiled). Orders are unique: they end with the id."""
+    heap = [(g[0], i, 0) for i, g in enumerate(groups) if g]
+    heapq.heapify(heap)
+    while heap:
+        order, i, j = heap[0]
+        yield order
+        group, j = groups[i], j + 1
+        if j < len(group):
+            heapq.heapreplace(heap, (group[j], i, j))
+        else:
+            heapq.heappop(heap)
 
 
 # How many candidates (in tier order) a victim search looks at: the search is exact on

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import heapq
 from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scheduler.core.decide import decide
 from scheduler.core.models import Snapshot, StopAction
 from scheduler.core.simulate import apply_plan
+from scheduler.core.victims import merged
 
 NOW = "2026-12-02T10:00:00Z"
 LONG_AGO = "2026-12-02T08:00:00Z"
@@ -160,3 +165,16 @@ def test_room_within_a_guarantee_goes_to_its_owner_before_a_higher_class_borrowe
     assert plan.models["chat"].pending is not None
     after = apply_plan(snap, plan, advance_s=60)
     assert decide(after).actions == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.tuples(st.floats(-1e6, 0), st.sampled_from([1.0, 2.0, 8.0]), st.just(0.0))),
+        max_size=6,
+    )
+)
+def test_the_victim_merge_is_heapq_merge(raw: list[list[tuple[float, float, float]]]) -> None:
+    """The compiled merge of the victim groups yields what heapq.merge yields."""
+    groups = [sorted((*t, f"r{g}-{i}") for i, t in enumerate(grp)) for g, grp in enumerate(raw)]
+    assert list(merged(groups)) == list(heapq.merge(*groups))
