@@ -15,6 +15,11 @@ class SnapshotError(Exception):
         super().__init__("; ".join(problems))
 
 
+# A record (contract_base.Record, a pydantic dataclass) says this of an unknown key where a
+# BaseModel says "Extra inputs are not permitted": operators read one wording for both.
+_SAID_ALIKE = {"unexpected_keyword_argument": "Extra inputs are not permitted"}
+
+
 def _path(loc: tuple[int | str, ...]) -> str:
     out = ""
     for part in loc:
@@ -29,7 +34,7 @@ def format_validation_error(err: ValidationError, root: str = "") -> list[str]:
     """`models[2].class: Input should be ...`; with root, `root: scaling.min: ...`."""
     lines: list[str] = []
     for item in err.errors(include_url=False):
-        msg = str(item["msg"])
+        msg = _SAID_ALIKE.get(str(item["type"]), str(item["msg"]))
         if msg.startswith("Value error, "):
             msg = msg[len("Value error, ") :]
         path = _path(tuple(item["loc"]))

@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from scheduler.core.models import GPU, MigSlice, Model, Node, Profile, Replica, Scaling, Shard
-from scheduler.core.validate import parse_snapshot
+from scheduler.core.validate import SnapshotError, format_validation_error, parse_snapshot
 
 MODEL = {
     "name": "chat",
@@ -44,8 +44,12 @@ def test_a_model_reads_the_operator_spelling_and_refuses_a_typo() -> None:
     assert m.class_ == "critical" and m.scaling.min == 1
     assert m.model_dump(by_alias=True)["class"] == "critical"
     assert Model.model_validate(m.model_dump(by_alias=True)) == m
-    with pytest.raises(ValidationError, match="scalling"):
+    with pytest.raises(ValidationError, match="scalling") as typo:
         Model.model_validate({**MODEL, "scalling": {"min": 1}})
+    # Worded as a BaseModel words it (Quota, Settings and Demand still are BaseModels).
+    assert format_validation_error(typo.value, "models/chat") == [
+        "models/chat: scalling: Extra inputs are not permitted"
+    ]
     with pytest.raises(ValidationError, match="min"):
         Model.model_validate({**MODEL, "scaling": {"min": 4, "max": 3}})
 
@@ -93,3 +97,15 @@ def test_a_snapshot_round_trips_through_json_with_records_inside() -> None:
     again = parse_snapshot(snap.model_dump(mode="json", by_alias=True))
     assert again == snap
     assert again.model_dump_json(by_alias=True) == snap.model_dump_json(by_alias=True)
+
+
+def test_a_bad_snapshot_names_every_bad_field_of_its_records() -> None:
+    node = {**NODE, "cpu_cores": -1, "rack": "r7"}  # rack: ignored (machine-written)
+    model = {**MODEL, "profiles": [{"name": "one", "gpuz": 2}]}
+    now = datetime(2026, 1, 1, tzinfo=UTC).isoformat()
+    with pytest.raises(SnapshotError) as bad:
+        parse_snapshot({"now": now, "nodes": [node], "models": [model]})
+    assert bad.value.problems == [
+        "nodes[0].cpu_cores: Input should be greater than or equal to 0",
+        "models[0].profiles[0].gpuz: Extra inputs are not permitted",
+    ]
