@@ -32,7 +32,6 @@ from scheduler.core.reasons import explained, sentence
 from scheduler.core.verdicts import (
     Explained,
     Key,
-    StaticRun,
     Verdict,
     profile_key,
     verdict_cache,
@@ -89,12 +88,7 @@ class Placer:
         extra_static = [f for f in extra if f.static]
         self._narrow_by_id = bool(extra_static)  # else the narrowing goes by GPU kind
         # What the static filters read of a profile (profile_key) and of a node (the cache).
-        # The cache asks a StaticRun, which refers to neither it nor the placer: a bound method
-        # of the placer there would be a reference cycle, and a pass that leaves one is freed
-        # only by the cyclic collector, later (tests/core/test_pass_garbage.py).
-        run = StaticRun(self.static, self._narrow_by_id)
-        self.cache, self._fields = verdict_cache(run.run, extra_static)
-        run.per_node = self.cache.per_node
+        self.cache, self._fields = verdict_cache(self.static, extra_static)
         # (model, profile) -> its last failure to place: where preemption trials start from.
         self.failures: dict[tuple[str, str], Failure] = {}
         # Profile key -> the node kinds its static filters accept (see _walk).

@@ -157,10 +157,10 @@ class StaticRun:
     """The static filters of a pass, run on one node for one profile: what the verdict cache
     asks when it has no verdict for the node's shape (or, per_node, for the node) yet."""
 
-    def __init__(self, static: list[Filter], narrow_by_id: bool) -> None:
+    def __init__(self, static: list[Filter], narrow_by_id: bool, per_node: bool) -> None:
         self.static = static
         self.narrow_by_id = narrow_by_id  # an extra static filter: GPUs kept by id
-        self.per_node = False  # the cache keeps verdicts per node (set once it is made)
+        self.per_node = per_node  # the cache keeps verdicts per node
 
     def run(self, model: Model, profile: Profile, ns: NodeState) -> Verdict:
         """The static filters on a node's healthy whole GPUs: a reason, or which GPUs serve."""
@@ -184,13 +184,19 @@ class StaticRun:
 
 
 def verdict_cache(
-    run_static: Callable[[Model, Profile, NodeState], Verdict], extra_static: Sequence[Filter]
+    static: list[Filter], extra_static: Sequence[Filter]
 ) -> tuple[VerdictCache, tuple[str, ...] | None]:
-    """The cache for a pass with these extra static filters, and the Profile fields they read
-    beyond the built-in ones' (profile_key's `extra_fields`): shared by shape when none is
-    configured or all declare what they read, else per node and (model, profile)."""
+    """The cache for a pass with these static filters (`extra_static` among them), and the
+    Profile fields the extra ones read beyond the built-in ones' (profile_key's
+    `extra_fields`): shared by shape when none is configured or all declare what they read,
+    else per node and (model, profile)."""
     keyed = [f for f in extra_static if isinstance(f, Keyed)]
-    if len(keyed) < len(extra_static):
+    per_node = len(keyed) < len(extra_static)
+    # The cache asks a StaticRun, which refers to neither it nor the placer: a bound method of
+    # the placer there would be a reference cycle, and a pass that leaves one is freed only by
+    # the cyclic collector, later (tests/core/test_pass_garbage.py).
+    run_static = StaticRun(static, bool(extra_static), per_node).run
+    if per_node:
         return VerdictCache(run_static, per_node=True), None
     if not keyed:
         return VerdictCache(run_static, per_node=False), ()
