@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from scheduler.core.inventory import Inventory, NodeState, Shape, profile_need
+from scheduler.core.inventory import Inventory, NodeState, profile_need
 from scheduler.core.models import Hold, Model, Profile, Replica, Settings, StartAction, StopAction
 from scheduler.core.placement import Placement, Placer, commit
 from scheduler.core.plugins import memory_suffices, model_matches
@@ -91,7 +91,7 @@ class Defragment:
 
     def make_room(self, m: Model, p: Profile) -> bool:
         on_node = self.inv.facts.single
-        kinds_of: dict[Shape, frozenset[tuple[str, float]]] = {}  # GPU kinds p may use
+        kinds_of: dict[int, frozenset[tuple[str, float]]] = {}  # GPU kinds p may use
         best: tuple[int, str, list[tuple[Replica, Model]]] | None = None
         for nid, here in sorted(on_node.items()):  # node order, not listing order
             ns = self.inv.nodes.get(nid)
@@ -99,11 +99,11 @@ class Defragment:
                 continue
             if len(ns.free_gpus) + sum(len(r.shards[0].gpus) for r in here) < p.gpus:
                 continue  # cheap bound first: not enough even if everything moved
-            kinds = kinds_of.get(ns.shape)
+            kinds = kinds_of.get(ns.kind)
             if kinds is None:
                 usable = serving_gpus(ns, p, [g.id for g in ns.node.gpus])
                 ok = {(g.model, g.memory_gb) for g in ns.node.gpus if g.id in usable}
-                kinds = kinds_of[ns.shape] = frozenset(ok if len(usable) >= p.gpus else ())
+                kinds = kinds_of[ns.kind] = frozenset(ok if len(usable) >= p.gpus else ())
             if not kinds:
                 continue
             free = sum(1 for g in ns.free_gpus if (g.model, g.memory_gb) in kinds)

@@ -127,7 +127,7 @@ class Inventory:
         used, on_node = walked.used, walked.on_node
         nothing = NodeUse(0.0, 0.0, {}, [])
         nodes: dict[str, NodeState] = {}
-        shapes: dict[Shape, int] = {}
+        per_kind: dict[int, int] = {}  # nodes of each kind
         kinds: list[NodeState] = []
         kind_of: dict[Shape, int] = {}
         slice_kinds: dict[str, int] = {}  # healthy slices on eligible nodes by MIG profile
@@ -173,10 +173,10 @@ class Inventory:
             whole_shape.sort()
             mig_shape.sort()
             shape = (eligible, tuple(whole_shape), tuple(mig_shape))
-            shapes[shape] = shapes.get(shape, 0) + 1
-            kind = kind_of.get(shape)
+            kind = kind_of.get(shape)  # a shape is hashed once a node: tuples keep no hash
             if kind is None:
                 kind = kind_of[shape] = len(kind_of)
+            per_kind[kind] = per_kind.get(kind, 0) + 1
             free_gpus.sort(key=_BY_ID)
             for lst in free_slices.values():
                 lst.sort(key=_BY_ID)
@@ -195,7 +195,7 @@ class Inventory:
             )
             if kind == len(kinds):
                 kinds.append(nodes[node.id])
-        gpu_kinds = _gpu_kinds(shapes)
+        gpu_kinds = _gpu_kinds({shape: per_kind[k] for shape, k in kind_of.items()})
         facts = PassFacts(
             models=walked.models,
             replicas=walked.replicas,

@@ -143,8 +143,10 @@ class _ModelFacts:
         self.within = within
         self.ids = ids  # its live replicas, oldest first
         self.count = count  # of those, the ones this pass does not already stop
-        # Its groups, by (idle on demand, above its minimum, borrowed) as 4 * a + 2 * b + c.
+        # Its groups, by (idle on demand, above its minimum, borrowed) as 4 * a + 2 * b + c,
+        # and the pool's list for each: appended to without hashing the key per replica.
         self.groups = groups
+        self.lists: list[list[VictimOrder] | None] = [None] * 8
 
 
 def _nodes_of(r: Replica) -> tuple[str, ...]:
@@ -239,12 +241,15 @@ class VictimPool:
             if rid in excluded:
                 continue
             variant = 4 * idle_od + 2 * (left > 0) + is_borrowed
+            filed = known.lists[variant]
             key = known.groups[variant]
-            if key is None:
+            if filed is None or key is None:
                 key = known.groups[variant] = entry.group(left > 0)
-                if key not in groups:
-                    groups[key] = []
-            groups[key].append(order)
+                filed = groups.get(key)
+                if filed is None:
+                    filed = groups[key] = []
+                known.lists[variant] = filed
+            filed.append(order)
             where[rid] = key
         for group in groups.values():
             group.sort()
@@ -324,13 +329,12 @@ class VictimPool:
                 return -1  # within its owner's guarantee: only its own owner may take it
         return tier
 
-    def _toward_share(self, m: Model, e: _Entry, inv: Inventory) -> bool:
-        """Whether taking `e` for `m` moves the two owners toward their fair shares: the
-        asker's share with the new replica stays at or below the victim owner's share without
-        the victim (Kueue's LessThanOrEqualToFinalShare)."""
+    def _toward_share(self, mine: float, e: _Entry, inv: Inventory) -> bool:
+        """Whether taking `e` for a model whose owner's share with the new replica is `mine`
+        moves the two owners toward their fair shares: that share stays at or below the victim
+        owner's share without the victim (Kueue's LessThanOrEqualToFinalShare)."""
         if self.fair is None:
             return True
-        mine = self.fair.share(m.owner, inv, profile_need(m.profiles[0]))
         gone = (-e.need[0], -e.need[1], -e.need[2])
         return mine <= self.fair.share(e.model.owner, inv, gone) + 1e-9
 
@@ -348,8 +352,10 @@ class VictimPool:
                 tier = self._tier(key, m, my_rank, below_min, reclaim)
                 if tier >= 0:
                     tiers[tier].append(group)
+        mine = -1.0  # the asker's owner's share with the new replica, once asked
         for tier, groups in enumerate(tiers):
-            for *_, rid in merged(groups):  # VictimOrder: the replica id last
+            for order in merged(groups):
+                rid = order[3]  # VictimOrder: the replica id last
                 if rid in self.excluded:
                     continue
                 e = self._entries[rid]
@@ -358,13 +364,13 @@ class VictimPool:
                 nodes = _nodes_of(e.replica)
                 if len(nodes) > 1 and e.rank >= my_rank:
                     continue  # a multi-node replica gives way to a higher class only
-                if (
-                    tier == TIER_SAME_ABOVE_MIN
-                    and e.model.owner != m.owner
-                    and e.borrowed
-                    and not self._toward_share(m, e, inv)
-                ):
-                    continue
+                if tier == TIER_SAME_ABOVE_MIN and e.model.owner != m.owner and e.borrowed:
+                    # The same for every candidate: the pass does not change the inventory
+                    # while it reads them (choose and HeldBack take them all first).
+                    if mine < 0.0 and self.fair is not None:
+                        mine = self.fair.share(m.owner, inv, profile_need(m.profiles[0]))
+                    if not self._toward_share(mine, e, inv):
+                        continue
                 if borrower and e.guarded and e.model.owner != m.owner and _back_within(e, inv):
                     continue
                 above_min = self._where[rid].above_min

@@ -3,7 +3,9 @@
 Static filters read only a node's description and the profile, so their verdict holds for
 the whole pass. The built-in ones read the profile fields in `profile_key` and the node's
 `NodeState.shape`: nodes of one shape get one verdict per profile key, as Nomad keeps
-feasibility per computed node class. An extra static filter that declares what it reads
+feasibility per computed node class. The cache files a shape by its number in the pass
+(`NodeState.kind`): a small int hashes at once, a shape is a tuple of tuples hashed anew each
+time. An extra static filter that declares what it reads
 (`plugins.Keyed`) adds its `shape_key(node)` to the shape and its profile fields to the key
 (`KeyedVerdicts`); one that does not may read anything, so with one configured (`per_node`)
 the verdicts are kept per (model, profile) and per node instead.
@@ -76,11 +78,11 @@ class VerdictCache:
 
     run_static: Callable[[Model, Profile, NodeState], Verdict]
     per_node: bool
-    # (profile key, node shape) -> verdict: the shared answer for alike nodes.
+    # (profile key, node kind) -> verdict: the shared answer for alike nodes.
     by_shape: dict[tuple[Key, Hashable], Verdict] = field(default_factory=dict)
     # profile key -> node id -> verdict: what placement walks read, filled as nodes are met.
     by_node: dict[Key, dict[str, Verdict]] = field(default_factory=dict)
-    # node shape -> its nodes (id order); static facts, so any inventory of the pass will do.
+    # node kind -> its nodes (id order); static facts, so any inventory of the pass will do.
     members: dict[Hashable, list[NodeState]] = field(default_factory=dict)
     # profile key -> healthy devices on eligible nodes the profile could ever use.
     reach: dict[Key, int] = field(default_factory=dict)
@@ -97,7 +99,7 @@ class VerdictCache:
         """The node's verdict, worked out once per shape (per node on the plugin path)."""
         if self.per_node:
             return self.run_static(model, profile, ns)
-        ck = (key, ns.shape)
+        ck = (key, ns.kind)
         found = self.by_shape.get(ck)
         if found is None:
             found = self.by_shape[ck] = self.run_static(model, profile, ns)
@@ -116,7 +118,7 @@ class VerdictCache:
             return [[ns] for ns in inv.nodes.values()]
         if not self.members:
             for ns in inv.nodes.values():
-                self.members.setdefault(ns.shape, []).append(ns)
+                self.members.setdefault(ns.kind, []).append(ns)
         return list(self.members.values())
 
 
@@ -133,7 +135,7 @@ class KeyedVerdicts(VerdictCache):
     def shape(self, ns: NodeState) -> Hashable:
         found = self.node_shapes.get(ns.node.id)
         if found is None:
-            found = (ns.shape, *(k(ns.node) for k in self.shape_keys))
+            found = (ns.kind, *(k(ns.node) for k in self.shape_keys))
             self.node_shapes[ns.node.id] = found
         return found
 
