@@ -132,7 +132,7 @@ class _ModelFacts:
         within: list[float] | None,
         ids: list[str],
         count: int,
-        groups: list[GroupKey | None],
+        filed: list[tuple[GroupKey, list[VictimOrder]] | None],
     ) -> None:
         self.rank = rank
         self.on_demand = on_demand
@@ -143,10 +143,9 @@ class _ModelFacts:
         self.within = within
         self.ids = ids  # its live replicas, oldest first
         self.count = count  # of those, the ones this pass does not already stop
-        # Its groups, by (idle on demand, above its minimum, borrowed) as 4 * a + 2 * b + c,
-        # and the pool's list for each: appended to without hashing the key per replica.
-        self.groups = groups
-        self.lists: list[list[VictimOrder] | None] = [None] * 8
+        # Its groups, by (idle on demand, above its minimum, borrowed) as 4 * a + 2 * b + c:
+        # each key with the pool's list for it, appended to without hashing the key per replica.
+        self.filed = filed
 
 
 def _nodes_of(r: Replica) -> tuple[str, ...]:
@@ -241,16 +240,12 @@ class VictimPool:
             if rid in excluded:
                 continue
             variant = 4 * idle_od + 2 * (left > 0) + is_borrowed
-            filed = known.lists[variant]
-            key = known.groups[variant]
-            if filed is None or key is None:
-                key = known.groups[variant] = entry.group(left > 0)
-                filed = groups.get(key)
-                if filed is None:
-                    filed = groups[key] = []
-                known.lists[variant] = filed
-            filed.append(order)
-            where[rid] = key
+            filed = known.filed[variant]
+            if filed is None:
+                key = entry.group(left > 0)
+                filed = known.filed[variant] = (key, groups.setdefault(key, []))
+            filed[1].append(order)
+            where[rid] = filed[0]
         for group in groups.values():
             group.sort()
 
@@ -352,7 +347,11 @@ class VictimPool:
                 tier = self._tier(key, m, my_rank, below_min, reclaim)
                 if tier >= 0:
                     tiers[tier].append(group)
-        mine = -1.0  # the asker's owner's share with the new replica, once asked
+        # The asker's owner's share with the new replica: the same for every candidate, as the
+        # pass does not change the inventory while it reads them (choose and HeldBack take
+        # them all first).
+        fair = self.fair
+        mine = fair.share(m.owner, inv, profile_need(m.profiles[0])) if fair is not None else 0.0
         for tier, groups in enumerate(tiers):
             for order in merged(groups):
                 rid = order[3]  # VictimOrder: the replica id last
@@ -364,13 +363,13 @@ class VictimPool:
                 nodes = _nodes_of(e.replica)
                 if len(nodes) > 1 and e.rank >= my_rank:
                     continue  # a multi-node replica gives way to a higher class only
-                if tier == TIER_SAME_ABOVE_MIN and e.model.owner != m.owner and e.borrowed:
-                    # The same for every candidate: the pass does not change the inventory
-                    # while it reads them (choose and HeldBack take them all first).
-                    if mine < 0.0 and self.fair is not None:
-                        mine = self.fair.share(m.owner, inv, profile_need(m.profiles[0]))
-                    if not self._toward_share(mine, e, inv):
-                        continue
+                if (
+                    tier == TIER_SAME_ABOVE_MIN
+                    and e.model.owner != m.owner
+                    and e.borrowed
+                    and not self._toward_share(mine, e, inv)
+                ):
+                    continue
                 if borrower and e.guarded and e.model.owner != m.owner and _back_within(e, inv):
                     continue
                 above_min = self._where[rid].above_min
