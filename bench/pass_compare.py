@@ -30,6 +30,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+if __package__ in (None, ""):  # run as a file: make `bench` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.interpreter import describe as describe_interpreter
+
 HERE = Path(__file__).resolve().parent.parent
 
 CHILD = r"""
@@ -60,8 +65,24 @@ print(json.dumps(out))
 """
 
 
+def _passed_on() -> list[str]:
+    """This process's PYTHONPATH entries that are not a checkout (whose `scheduler` would
+    shadow the other's), made absolute: the packages of the environment when this runs under
+    an interpreter other than the venv's, e.g. `PYTHONPATH=.venv/lib/python3.11/site-packages
+    /usr/bin/python3.11 -m bench.pass_compare ...` (bench/interpreter.py says why)."""
+    kept = []
+    for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+        path = Path(entry or ".").resolve()
+        if entry and not (path / "scheduler").is_dir():
+            kept.append(str(path))
+    return kept
+
+
 def _one(tree: Path, sizes: list[int], passes: int, seed: int) -> dict[str, Any]:
-    env = {**os.environ, "PYTHONPATH": str(tree)}
+    extra_path = _passed_on()
+    # The checkout first; what this process was given after it (the packages of another
+    # interpreter's environment, say: `--python`).
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tree), *extra_path]))}
     done = subprocess.run(
         [sys.executable, "-c", CHILD, json.dumps([sizes, passes, seed])],
         cwd=tree,
@@ -121,6 +142,7 @@ def compare(against: Path, sizes: list[int], rounds: int, passes: int, seed: int
             "commit": _git_head(against),
             "core_build": runs["against"][0]["core_build"],
         },
+        "interpreter": describe_interpreter(),  # both checkouts run under it
         "rounds": rounds,
         "passes_per_round": passes,
         "seed": seed,

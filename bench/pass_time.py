@@ -45,6 +45,7 @@ if __package__ in (None, ""):  # run as a file: make `bench` and `scheduler` imp
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.fleetgen import describe, steady_snapshot
+from bench.interpreter import describe as describe_interpreter
 from scheduler.core.models import Plan, Snapshot, StartAction, StopAction
 from scheduler.service.collector import collector_paused
 
@@ -378,6 +379,8 @@ def run(sizes: list[int], seed: int, budget_s: float, max_runs: int) -> dict[str
     return {
         "bench": "pass_time",
         "python": platform.python_version(),
+        # Figures from different CPython builds differ by about a sixth (bench/interpreter.py).
+        "interpreter": describe_interpreter(),
         "machine": platform.machine(),
         "cpus_visible": len(os.sched_getaffinity(0)),
         "threads": "single (decide runs in one thread)",

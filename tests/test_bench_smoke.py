@@ -143,6 +143,9 @@ def test_pass_time_script_prints_sane_json() -> None:
         assert size["objects_left_in_cycles"] == 0  # freed as decide() returns
         assert size["collect_after_median_ms"] >= 0
     assert out["ru_maxrss_mb"] > 0
+    # Which CPython build ran it: figures from different builds are not comparable.
+    assert out["interpreter"]["version"] == out["python"]
+    assert Path(out["interpreter"]["executable"]).name.startswith("python")
     assert out["growth"]["steps"][0]["work_ratio"] == pytest.approx(4.0)
     assert isinstance(out["growth"]["fit_exponent_vs_nodes_x_models"], float)
     # Twice the nodes and models is four times nodes x models: half the exponent in size.
@@ -173,6 +176,20 @@ def test_pass_compare_against_itself_prints_sane_ratios() -> None:
         # The same pass and then the young collection after it: never less than the pass.
         assert size["this_with_collect_ms"] >= size["this_cpu_median_ms"]
         assert size["against_with_collect_ms"] >= size["against_cpu_median_ms"]
+    assert out["interpreter"]["executable"] == sys.executable
+
+
+def test_pass_compare_passes_on_packages_but_never_a_checkout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run under another interpreter, the children need this environment's packages (on
+    PYTHONPATH), but a checkout there would shadow the one being measured."""
+    from bench import pass_compare
+
+    site = tmp_path / "site-packages"
+    site.mkdir()
+    monkeypatch.setenv("PYTHONPATH", f"{ROOT}:{site}:")
+    assert pass_compare._passed_on() == [str(site)]
 
 
 def test_pass_compare_refuses_what_is_not_a_checkout(tmp_path: Path) -> None:
