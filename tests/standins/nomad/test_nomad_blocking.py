@@ -208,6 +208,10 @@ def test_event_stream_replays_from_index_and_heartbeats(standin: NomadStandin) -
 
 
 def test_python_nomad_event_stream(standin: NomadStandin, client: nomad.Nomad) -> None:
+    # python-nomad's reader sees `stop` only when a line arrives: a heartbeat soon lets it
+    # return before the stand-in closes (a stream cut mid-read kills its thread with
+    # ChunkedEncodingError, which it does not catch).
+    standin.heartbeat_s = 0.2
     stream, stop, events = client.event.stream.get_stream(topic="Job:llm-pn", timeout=10)
     stream.start()
     try:
@@ -217,3 +221,5 @@ def test_python_nomad_event_stream(standin: NomadStandin, client: nomad.Nomad) -
         assert frame["Events"][0]["Key"] == "llm-pn"
     finally:
         stop.set()
+        stream.join(timeout=5)
+    assert not stream.is_alive()
