@@ -41,7 +41,7 @@ def _libpython() -> str | None:
     except OSError:
         return None
     for line in lines:
-        path = line.split()[-1] if line.split() else ""
-        if "/libpython" in path:
-            return path
+        fields = line.split()
+        if fields and "/libpython" in fields[-1]:
+            return fields[-1]
     return None

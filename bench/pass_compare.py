@@ -71,18 +71,18 @@ def _passed_on() -> list[str]:
     an interpreter other than the venv's, e.g. `PYTHONPATH=.venv/lib/python3.11/site-packages
     /usr/bin/python3.11 -m bench.pass_compare ...` (bench/interpreter.py says why)."""
     kept = []
-    for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep):
-        path = Path(entry or ".").resolve()
-        if entry and not (path / "scheduler").is_dir():
+    for entry in filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep)):
+        path = Path(entry).resolve()
+        if not (path / "scheduler").is_dir():
             kept.append(str(path))
     return kept
 
 
-def _one(tree: Path, sizes: list[int], passes: int, seed: int) -> dict[str, Any]:
-    extra_path = _passed_on()
-    # The checkout first; what this process was given after it (the packages of another
-    # interpreter's environment, say: `--python`).
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tree), *extra_path]))}
+def _one(
+    tree: Path, sizes: list[int], passes: int, seed: int, passed_on: list[str]
+) -> dict[str, Any]:
+    # The checkout first, then what this process was given (_passed_on).
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), *passed_on])}
     done = subprocess.run(
         [sys.executable, "-c", CHILD, json.dumps([sizes, passes, seed])],
         cwd=tree,
@@ -110,9 +110,10 @@ def _git_head(tree: Path) -> str | None:
 def compare(against: Path, sizes: list[int], rounds: int, passes: int, seed: int) -> dict[str, Any]:
     trees = {"this": HERE, "against": against}
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in trees}
+    passed_on = _passed_on()
     for _ in range(rounds):
         for name, tree in trees.items():
-            runs[name].append(_one(tree, sizes, passes, seed))
+            runs[name].append(_one(tree, sizes, passes, seed, passed_on))
     per_size = []
     for n in sizes:
         this = statistics.median(r[str(n)] for r in runs["this"])

@@ -379,7 +379,7 @@ def run(sizes: list[int], seed: int, budget_s: float, max_runs: int) -> dict[str
     return {
         "bench": "pass_time",
         "python": platform.python_version(),
-        # Figures from different CPython builds differ by about a sixth (bench/interpreter.py).
+        # Figures from different CPython builds differ by about a fifth (bench/interpreter.py).
         "interpreter": describe_interpreter(),
         "machine": platform.machine(),
         "cpus_visible": len(os.sched_getaffinity(0)),

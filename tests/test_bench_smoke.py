@@ -7,6 +7,7 @@ sanity are. The CP-SAT optimum is checked on hand-made instances whose optimum i
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections import Counter
@@ -188,7 +189,7 @@ def test_pass_compare_passes_on_packages_but_never_a_checkout(
 
     site = tmp_path / "site-packages"
     site.mkdir()
-    monkeypatch.setenv("PYTHONPATH", f"{ROOT}:{site}:")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), str(site), ""]))
     assert pass_compare._passed_on() == [str(site)]
 
 
