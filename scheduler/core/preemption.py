@@ -5,14 +5,14 @@ pass sees preemption as one thing.
 
 The pool of possible victims is built once per pass. Replicas are grouped by everything
 their tier depends on besides the asking model (class, idle on-demand, above its model's
-minimum, owner, borrowed, guarded by a guarantee), each group kept in within-tier order, so
-asking for a model's candidates merges a few sorted groups lazily instead of rating every
-replica of the fleet again. Only the first `max_victims` candidates are ever tried.
+minimum, owner, borrowed, guarded by a guarantee), each group read in within-tier order
+(victims.Sorted: sorted only as far as it is read), so asking for a model's candidates merges
+a few groups lazily instead of rating every replica of the fleet again. Only the first
+`max_victims` candidates are ever tried.
 """
 
 from __future__ import annotations
 
-from bisect import insort
 from collections.abc import Iterator
 from datetime import timedelta
 from functools import partial
@@ -34,8 +34,8 @@ from scheduler.core.victims import (
     TIER_LOWER_ABOVE_MIN,
     TIER_LOWER_MIN,
     TIER_SAME_ABOVE_MIN,
+    Sorted,
     Victim,
-    VictimOrder,
     choose,
     merged,
     oldest_first,
@@ -74,9 +74,15 @@ class GroupKey(NamedTuple):
 # Made per model and kind of victim, every pass: the C tuple constructor, not the NamedTuple's.
 _group = partial(tuple.__new__, GroupKey)
 
+# Order within a tier (rule R2): longest idle first, then the smaller, then by id:
+# (-idle_s, gpus, memory_gb, replica id); then its place oldest first (unique, so the entry
+# after it is never compared, even for two replicas of one id), and the entry itself: what a
+# merged walk over the groups reads. A plain tuple, made per possible victim every pass.
+VictimOrder = tuple[float, float, float, str, int, "_Entry"]
+
 
 class _Entry:
-    """What stays true of one live replica for the whole pass. (A plain class, made per
+    """What stays true of one possible victim for the whole pass. (A plain class, made per
     possible victim: compiled, its fields are read natively; see _ModelFacts.)"""
 
     def __init__(
@@ -86,24 +92,30 @@ class _Entry:
         rank: int,
         idle_s: float,
         idle_on_demand: bool,
-        gpus: float,
-        memory_gb: float,
         borrowed: bool,
         guarded: bool,
-        order: VictimOrder,
         need: Vec,
+        rid: str,
+        age: int,
     ) -> None:
         self.replica = replica
         self.model = model
         self.rank = rank
         self.idle_s = idle_s
         self.idle_on_demand = idle_on_demand
-        self.gpus = gpus
-        self.memory_gb = memory_gb
+        self.gpus = need[0]
+        self.memory_gb = need[2]
         self.borrowed = borrowed
         self.guarded = guarded  # its owner has a guarantee somewhere up its path
-        self.order = order
         self.need = need  # what it counts against quotas, all shards together
+        self.rid = rid
+        self.age = age  # its place among the live replicas, oldest first
+        self.where: GroupKey | None = None  # the group its order is filed in, if any
+
+    def order(self) -> VictimOrder:
+        """As the pool files it. (Made when filed, not kept: the entry in its own order would
+        be a reference cycle, left to the collector.)"""
+        return (-self.idle_s, self.gpus, self.memory_gb, self.rid, self.age, self)
 
     def group(self, above_min: bool) -> GroupKey:
         """Everything its tier depends on besides the asking model."""
@@ -132,7 +144,8 @@ class _ModelFacts:
         within: list[float] | None,
         ids: list[str],
         count: int,
-        filed: list[tuple[GroupKey, list[VictimOrder]] | None],
+        filed: list[tuple[GroupKey, Sorted[VictimOrder]] | None],
+        entries: list[_Entry],
     ) -> None:
         self.rank = rank
         self.on_demand = on_demand
@@ -146,6 +159,7 @@ class _ModelFacts:
         # Its groups, by (idle on demand, above its minimum, borrowed) as 4 * a + 2 * b + c:
         # each key with the pool's list for it, appended to without hashing the key per replica.
         self.filed = filed
+        self.entries = entries  # its possible victims, oldest first
 
 
 def _nodes_of(r: Replica) -> tuple[str, ...]:
@@ -172,12 +186,10 @@ class VictimPool:
         settings = snapshot.settings
         self.quotas = inv.facts.quotas
         self.excluded = excluded  # shared with the pass: replicas it already stops
-        self._groups: dict[GroupKey, list[VictimOrder]] = {}
-        self._entries: dict[str, _Entry] = {}  # every possible victim, excluded or not
-        self._where: dict[str, GroupKey] = {}
-        # Per model its live replicas oldest first: the newest are the ones above its minimum.
-        self._by_model: dict[str, list[str]] = {}
-        self._min: dict[str, int] = {}
+        self._groups: dict[GroupKey, Sorted[VictimOrder]] = {}
+        # Per model its live replicas oldest first (the newest are the ones above its
+        # minimum) and its possible victims, excluded or not.
+        self._models: dict[str, _ModelFacts] = {}
         self._replicas = inv.facts.replicas
         # Set by the pass when quotas are in play: preemption between borrowers of one class
         # must move toward the fair share, never away from it.
@@ -185,22 +197,13 @@ class VictimPool:
         grace = settings.eviction_grace_s
         fresh_after = now - timedelta(seconds=settings.min_lifetime_s)
         groups = self._groups
-        entries = self._entries
-        where = self._where
         # One walk, oldest first: what each owner holds within its guarantee accumulates in
         # that order (the newest beyond it are the borrowed), and a model's replicas above
         # its minimum are its newest ones.
-        per_model: dict[str, _ModelFacts] = {}
+        per_model = self._models
         per_owner: dict[str, list[float] | None] = {}  # running use against its guarantee
-        for lr in oldest_first(inv.facts.live):
-            r, m, need, rid, ready, used = (
-                lr.replica,
-                lr.model,
-                lr.need,
-                lr.id,
-                lr.ready_at,
-                lr.last_used_at,
-            )
+        for age, lr in enumerate(oldest_first(inv.facts.live)):
+            m, need, rid, ready, used = lr.model, lr.need, lr.id, lr.ready_at, lr.last_used_at
             name = m.name
             known = per_model.get(name)
             if known is None:
@@ -232,22 +235,22 @@ class VictimPool:
             # Unknown use is not idleness (as in the Go original).
             idle = (now - used).total_seconds() if used is not None else 0.0
             idle_od = known.on_demand and idle >= grace
-            order = (-idle, need[0], need[2], rid)
-            guarded = known.guarded
-            entry = entries[rid] = _Entry(
-                r, m, rank, idle, idle_od, need[0], need[2], is_borrowed, guarded, order, need
+            entry = _Entry(
+                lr.replica, m, rank, idle, idle_od, is_borrowed, known.guarded, need, rid, age
             )
+            known.entries.append(entry)
             if rid in excluded:
                 continue
             variant = 4 * idle_od + 2 * (left > 0) + is_borrowed
             filed = known.filed[variant]
             if filed is None:
                 key = entry.group(left > 0)
-                filed = known.filed[variant] = (key, groups.setdefault(key, []))
-            filed[1].append(order)
-            where[rid] = filed[0]
-        for group in groups.values():
-            group.sort()
+                group = groups.get(key)
+                if group is None:
+                    group = groups[key] = Sorted()
+                filed = known.filed[variant] = (key, group)
+            filed[1].add((-idle, need[0], need[2], rid, age, entry))  # entry.order()
+            entry.where = filed[0]
 
     def _model_facts(self, m: Model, per_owner: dict[str, list[float] | None]) -> _ModelFacts:
         """What the walk needs of a model, once: and the running use of its guarantee, shared
@@ -266,8 +269,6 @@ class VictimPool:
                         per_owner[prefix] = [0.0, 0.0, 0.0, cap_g, cap_c, cap_m, 0.0]
                     per_owner[m.owner] = per_owner[prefix]
             within = per_owner[m.owner]
-        self._min[m.name] = m.scaling.min
-        ids = self._by_model[m.name] = []
         sc = m.scaling
         return _ModelFacts(
             CLASS_RANK[m.class_],
@@ -275,34 +276,40 @@ class VictimPool:
             within is not None,
             sc.min,
             within,
-            ids,
+            [],
             0,
             [None] * 8,
+            [],
         )
 
     def _regroup(self, model: str) -> None:
         """(Re)file a model's replicas: which are above its minimum depends on how many of
         them this pass has not already stopped."""
-        ids = [rid for rid in reversed(self._by_model[model]) if rid not in self.excluded]
-        above = max(len(ids) - self._min[model], 0)
+        known = self._models[model]
+        ids = [rid for rid in reversed(known.ids) if rid not in self.excluded]
+        above = max(len(ids) - known.minimum, 0)
+        entries = {e.rid: e for e in known.entries}
         for i, rid in enumerate(ids):
-            e = self._entries.get(rid)
+            e = entries.get(rid)
             if e is None:
                 continue  # never a victim (counted all the same)
             key = e.group(i < above)
-            old = self._where.get(rid)
+            old = e.where
             if old == key:
                 continue
             if old is not None:
-                self._groups[old].remove(e.order)
-            insort(self._groups.setdefault(key, []), e.order)
-            self._where[rid] = key
+                self._groups[old].remove(e.order())
+            group = self._groups.get(key)
+            if group is None:
+                group = self._groups[key] = Sorted()
+            group.insert(e.order())
+            e.where = key
 
     def exclude(self, replica_id: str) -> None:
         """The pass stops this replica: never a victim again, and its model's others move."""
         self.excluded.add(replica_id)
         rep = self._replicas.get(replica_id)
-        if rep is not None and rep.model in self._by_model:
+        if rep is not None and rep.model in self._models:
             self._regroup(rep.model)
 
     def _tier(self, key: GroupKey, m: Model, my_rank: int, below_min: bool, reclaim: bool) -> int:
@@ -341,9 +348,9 @@ class VictimPool:
         # Its new replica would be borrowed and could be taken back (rule R2's borrowed tier):
         # then it must not take what its owner would reclaim at once (rule R6).
         borrower = bool(self.quotas) and not reclaim and (my_rank != CRITICAL or not below_min)
-        tiers: list[list[list[VictimOrder]]] = [[] for _ in range(5)]
+        tiers: list[list[Sorted[VictimOrder]]] = [[] for _ in range(5)]
         for key, group in self._groups.items():
-            if group:
+            if group.size():
                 tier = self._tier(key, m, my_rank, below_min, reclaim)
                 if tier >= 0:
                     tiers[tier].append(group)
@@ -354,10 +361,9 @@ class VictimPool:
         mine = fair.share(m.owner, inv, profile_need(m.profiles[0])) if fair is not None else 0.0
         for tier, groups in enumerate(tiers):
             for order in merged(groups):
-                rid = order[3]  # VictimOrder: the replica id last
-                if rid in self.excluded:
+                e = order[5]
+                if e.rid in self.excluded:
                     continue
-                e = self._entries[rid]
                 if e.replica.model == m.name:
                     continue
                 nodes = _nodes_of(e.replica)
@@ -372,7 +378,9 @@ class VictimPool:
                     continue
                 if borrower and e.guarded and e.model.owner != m.owner and _back_within(e, inv):
                     continue
-                above_min = self._where[rid].above_min
+                where = e.where
+                assert where is not None  # it was reached in a group
+                above_min = where.above_min
                 lent = None
                 if tier == TIER_BORROWED:
                     g = guarantee_of(e.model.owner, self.quotas)

@@ -7,13 +7,19 @@ The candidates come from preemption.VictimPool, in tier order.
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_left, insort
 from collections.abc import Callable, Iterator, Sequence
 from itertools import combinations, islice
 from operator import attrgetter
+from typing import Any, Generic, TypeVar
 
-from scheduler.core.inventory import Inventory, LiveReplica, profile_need
+from scheduler.core.facts import LiveReplica
+from scheduler.core.inventory import Inventory, profile_need
 from scheduler.core.models import Model, Profile, Replica
 from scheduler.core.placement import Placer
+
+# The items of a group: tuples, compared as tuples are.
+Order = TypeVar("Order", bound=tuple[Any, ...])
 
 TIER_IDLE, TIER_BORROWED, TIER_LOWER_ABOVE_MIN, TIER_SAME_ABOVE_MIN, TIER_LOWER_MIN = range(5)
 
@@ -145,11 +151,6 @@ def _on_node(
     return found
 
 
-# Order within a tier (rule R2): longest idle first, then the smaller, then by id:
-# (-idle_s, gpus, memory_gb, replica id). A plain tuple, made per possible victim every pass.
-VictimOrder = tuple[float, float, float, str]
-
-
 _BY_ID = attrgetter("id")
 _BY_CREATED = attrgetter("created_at")
 
@@ -161,17 +162,76 @@ def oldest_first(live: list[LiveReplica]) -> list[LiveReplica]:
     return ordered
 
 
-def merged(groups: list[list[VictimOrder]]) -> Iterator[VictimOrder]:
-    """The sorted groups merged, smallest first, each read as it is reached (as heapq.merge,
-    which runs as Python: this one is compiled). Orders are unique: they end with the id."""
-    heap = [(g[0], i, 0) for i, g in enumerate(groups) if g]
+class Sorted(Generic[Order]):
+    """Distinct items read in sorted order, sorted only as far as they are read: a heap of the
+    rest under a sorted head. Making the heap is linear where a sort is not, and a group of
+    possible victims is read a few items deep, if at all (the victim search takes the first
+    POOL_CAP candidates of a tier)."""
+
+    def __init__(self) -> None:
+        self.head: list[Order] = []  # the smallest, in order
+        self.rest: list[Order] = []  # each one greater than every one in head
+        self.heaped = True  # whether `rest` is a heap yet
+
+    def add(self, item: Order) -> None:
+        """While the group is being made: in any order, heaped when first read."""
+        self.rest.append(item)
+        self.heaped = False
+
+    def size(self) -> int:
+        return len(self.head) + len(self.rest)
+
+    def at(self, j: int) -> Order | None:
+        """The j-th smallest, or None past the last."""
+        head = self.head
+        if j < len(head):
+            return head[j]
+        rest = self.rest
+        if not self.heaped:
+            heapq.heapify(rest)
+            self.heaped = True
+        while len(head) <= j:
+            if not rest:
+                return None
+            head.append(heapq.heappop(rest))
+        return head[j]
+
+    def insert(self, item: Order) -> None:
+        head = self.head
+        if head and item < head[-1]:
+            insort(head, item)
+        elif self.heaped:
+            heapq.heappush(self.rest, item)
+        else:
+            self.rest.append(item)
+
+    def remove(self, item: Order) -> None:
+        head = self.head
+        i = bisect_left(head, item)
+        if i < len(head) and head[i] == item:
+            del head[i]
+            return
+        self.rest.remove(item)
+        if self.heaped:
+            heapq.heapify(self.rest)
+
+
+def merged(groups: list[Sorted[Order]]) -> Iterator[Order]:
+    """The groups merged, smallest first, each read as it is reached (as heapq.merge, which
+    runs as Python: this one is compiled). No two items of the groups are equal."""
+    heap = []
+    for i, g in enumerate(groups):
+        first = g.at(0)
+        if first is not None:
+            heap.append((first, i, 0))
     heapq.heapify(heap)
     while heap:
         order, i, j = heap[0]
         yield order
-        group, j = groups[i], j + 1
-        if j < len(group):
-            heapq.heapreplace(heap, (group[j], i, j))
+        j += 1
+        item = groups[i].at(j)
+        if item is not None:
+            heapq.heapreplace(heap, (item, i, j))
         else:
             heapq.heappop(heap)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import heapq
+from bisect import insort
 from typing import Any
 
 from hypothesis import given, settings
@@ -11,7 +12,7 @@ from hypothesis import strategies as st
 from scheduler.core.decide import decide
 from scheduler.core.models import Snapshot, StopAction
 from scheduler.core.simulate import apply_plan
-from scheduler.core.victims import merged
+from scheduler.core.victims import Sorted, merged
 
 NOW = "2026-12-02T10:00:00Z"
 LONG_AGO = "2026-12-02T08:00:00Z"
@@ -177,4 +178,57 @@ def test_room_within_a_guarantee_goes_to_its_owner_before_a_higher_class_borrowe
 def test_the_victim_merge_is_heapq_merge(raw: list[list[tuple[float, float, float]]]) -> None:
     """The compiled merge of the victim groups yields what heapq.merge yields."""
     groups = [sorted((*t, f"r{g}-{i}") for i, t in enumerate(grp)) for g, grp in enumerate(raw)]
-    assert list(merged(groups)) == list(heapq.merge(*groups))
+    lazy = []
+    for group in groups:
+        items = Sorted[tuple[float, float, float, str]]()
+        for item in reversed(group):  # any order: a group is heaped when first read
+            items.add(item)
+        lazy.append(items)
+    assert list(merged(lazy)) == list(heapq.merge(*groups))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.integers(0, 40), unique=True, max_size=30),
+    st.lists(
+        st.tuples(st.sampled_from(["at", "insert", "remove"]), st.integers(0, 60)), max_size=40
+    ),
+)
+def test_a_lazily_sorted_group_reads_as_a_sorted_list(
+    made: list[int], steps: list[tuple[str, int]]
+) -> None:
+    """The pool's groups (victims.Sorted), read, inserted into and removed from in any order
+    (as the pool refiles a model's replicas mid-pass), read as a sorted list would."""
+    group = Sorted[tuple[int]]()
+    for x in made:
+        group.add((x,))
+    model = sorted((x,) for x in made)
+    assert group.at(0) == (model[0] if model else None)  # heaped: what follows changes a heap
+    for op, x in steps:
+        if op == "at":
+            assert group.at(x % 45) == (model[x % 45] if x % 45 < len(model) else None)
+        elif op == "insert" and (x,) not in model:
+            group.insert((x,))
+            insort(model, (x,))
+        elif op == "remove" and model:
+            item = model.pop(x % len(model))
+            group.remove(item)
+        assert group.size() == len(model)
+    assert [group.at(j) for j in range(len(model) + 1)] == [*model, None]
+
+
+def test_two_replicas_of_one_id_are_ordered_as_victims() -> None:
+    """Replica ids come from job meta, which an operator can copy: two replicas of one id,
+    alike in all the victim order looks at, are still ordered (by age; the pool never compares
+    its entries) and one of them gives way."""
+    tp2 = [{"name": "tp2", "gpus": 2}]
+    batch = {**_model("batch", "opportunistic", 0), "scaling": {"min": 0, "max": 2}}
+    twins = [
+        {**_replica("r-twin", "batch"), "profile": "tp2", "shards": [{"node": "n1", "gpus": g}]}
+        for g in (["GPU-0", "GPU-1"], ["GPU-2", "GPU-3"])
+    ]
+    chat = {**_model("chat", "critical", 1), "profiles": tp2}
+    plan = decide(_snapshot([chat, {**batch, "profiles": tp2}], twins))
+    stops = [a for a in plan.actions if isinstance(a, StopAction)]
+    assert [(s.replica, s.preempted_for) for s in stops] == [("r-twin", "chat")]
+    assert plan.models["chat"].pending == "waiting for preempted replicas to stop"
