@@ -49,12 +49,13 @@ def decide(snapshot: Snapshot, plugins: Plugins | None = None) -> Plan:
     return _Pass(snapshot, plugins or Plugins()).run()
 
 
-def _new_id(model: str, now: str, taken: set[str]) -> str:
+def _new_id(model: str, now: str, existing: dict[str, Replica], taken: set[str]) -> str:
+    """A replica id no replica of the snapshot has and the pass has not given yet."""
     n = 0
     while True:
         rid = "r-" + hashlib.sha256(f"{model}|{now}|{n}".encode()).hexdigest()[:10]
         n += 1
-        if rid not in taken:
+        if rid not in existing and rid not in taken:
             taken.add(rid)
             return rid
 
@@ -128,7 +129,7 @@ class _Pass(Retirement, SharingPhases):
             if old:
                 self.stale[name] = old
             self.live[name] = len(inv.facts.current.get(name, ()))  # stale ones do not count
-        self.taken_ids = set(inv.facts.replicas)
+        self.taken_ids: set[str] = set()  # given by this pass (the snapshot's: facts.replicas)
         self.stops: list[StopAction] = []
         self.starts: list[StartAction] = []
         # Replicas stopped for a model and still on their way out: it waits for them (rule R5),
@@ -232,7 +233,7 @@ class _Pass(Retirement, SharingPhases):
         return plan.model_copy(update={"advice": mig_advice(self.snapshot, plan)})
 
     def new_id(self, model: str) -> str:
-        return _new_id(model, self.stamp, self.taken_ids)
+        return _new_id(model, self.stamp, self.inv.facts.replicas, self.taken_ids)
 
     def order_key(self, m: Model) -> TurnOrder:
         """Models that place within their owner's guarantee go first, and among them those

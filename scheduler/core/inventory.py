@@ -16,7 +16,6 @@ from operator import attrgetter
 
 from scheduler.core.facts import (
     ZERO,
-    LiveReplica,
     NodeUse,
     PassFacts,
     Shape,
@@ -26,7 +25,6 @@ from scheduler.core.facts import (
     add,
     collect,
     limit_exceeded,
-    mig_fraction,
     owner_prefixes,
     profile_need,
     shard_held,
@@ -38,12 +36,10 @@ from scheduler.core.node_index import NodeIndex, NodeMap
 __all__ = [
     "ZERO",
     "Inventory",
-    "LiveReplica",
     "NodeState",
     "PassFacts",
     "Shape",
     "Vec",
-    "mig_fraction",
     "owner_prefixes",
     "profile_need",
     "shard_held",
@@ -176,6 +172,8 @@ class Inventory:
             kind = kind_of.get(shape)  # a shape is hashed once a node: tuples keep no hash
             if kind is None:
                 kind = kind_of[shape] = len(kind_of)
+            else:
+                shape = kinds[kind].shape  # the first node's: this one's is freed at once
             per_kind[kind] = per_kind.get(kind, 0) + 1
             free_gpus.sort(key=_BY_ID)
             for lst in free_slices.values():

@@ -19,7 +19,8 @@ from hypothesis import HealthCheck, Phase, example, given, note, settings
 from hypothesis import strategies as st
 
 from scheduler.core.decide import decide
-from scheduler.core.inventory import mig_fraction, owner_prefixes, profile_need
+from scheduler.core.facts import mig_fraction
+from scheduler.core.inventory import owner_prefixes, profile_need
 from scheduler.core.models import (
     CLASS_RANK,
     GPU,
