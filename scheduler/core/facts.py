@@ -201,35 +201,53 @@ def collect(snap: Snapshot) -> Collected:
     stale: dict[str, list[Replica]] = {}
     starting: set[str] = set()
     stopping_preempted: list[Replica] = []
+    # A model's replicas come one after another (the adapter lists them by job id, which
+    # starts with the model's name): what is looked up by name or profile is looked up again
+    # only when either changes.
+    last_name: str | None = None
+    last_profile: str | None = None
+    reps: list[Replica] = []
+    kept_current: list[Replica] | None = None  # this model's, once it has one
+    kept_stale: list[Replica] | None = None
+    size: tuple[float, float, Model | None, Vec, bool] = (0.0, 0.0, None, ZERO, False)
     for rep in snap.replicas:
         rid = rep.id
         replicas[rid] = rep
         name = rep.model
+        profile = rep.profile
+        new_model = name != last_name
+        if new_model:
+            last_name = name
+            kept_current = kept_stale = None
+            found = by_model.get(name)
+            if found is None:
+                found = by_model[name] = []
+            reps = found
+        reps.append(rep)
         shards = rep.shards
-        reps = by_model.get(name)
-        if reps is None:
-            by_model[name] = [rep]
-        else:
-            reps.append(rep)
         state = rep.state
         counts = state != "stopping"
+        preempted_for = rep.preempted_for
         if counts:
             if state == "starting":
                 starting.add(name)
-        elif rep.preempted_for:
+        elif preempted_for:
             stopping_preempted.append(rep)
-        size = sizes.get((name, rep.profile))
-        if size is None:
-            model = models.get(name)
-            prof = model.profile(rep.profile) if model else None
-            held = shard_held(model, prof)
-            size = sizes[(name, rep.profile)] = (
-                held[0],
-                held[1],
-                model,
-                profile_need(prof) if prof else ZERO,
-                prof is not None,
-            )
+        if new_model or profile != last_profile:
+            last_profile = profile
+            known_size = sizes.get((name, profile))
+            if known_size is None:
+                model = models.get(name)
+                prof = model.profile(profile) if model else None
+                held = shard_held(model, prof)
+                known_size = sizes[(name, profile)] = (
+                    held[0],
+                    held[1],
+                    model,
+                    profile_need(prof) if prof else ZERO,
+                    prof is not None,
+                )
+            size = known_size
         cpu, mem, model, need, known = size
         if model is not None and counts:
             live.append(
@@ -241,15 +259,17 @@ def collect(snap: Snapshot) -> Collected:
                     rep.created_at,
                     rep.ready_at,
                     rep.last_used_at,
-                    rep.preempted_for,
+                    preempted_for,
                 )
             )
-            kept = current if known else stale
-            reps = kept.get(name)
-            if reps is None:
-                kept[name] = [rep]
+            if known:
+                if kept_current is None:
+                    kept_current = current.setdefault(name, [])
+                kept_current.append(rep)
             else:
-                reps.append(rep)
+                if kept_stale is None:
+                    kept_stale = stale.setdefault(name, [])
+                kept_stale.append(rep)
         gpus = 0.0
         for sh in shards:
             devs = sh.gpus

@@ -5,8 +5,12 @@ copied bucket by bucket, only where a trial changes it)."""
 from __future__ import annotations
 
 import copy
+import random
+
+import pytest
 
 from bench.fleetgen import steady_snapshot
+from scheduler.core.facts import collect
 from scheduler.core.inventory import Inventory
 from scheduler.core.models import Model, Profile
 
@@ -97,3 +101,39 @@ def test_trials_leave_the_parent_alone_and_keep_their_own_index_right() -> None:
     assert _states(inv) == states and _states(trial) == trial_states
     assert _states(nested) != trial_states != states
     assert [nid for nid, _ in nested.nodes.items()] == [nid for nid, _ in inv.nodes.items()]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_walk_over_replicas_does_not_depend_on_their_order(seed: int) -> None:
+    """collect() looks a model's lists up again only when the model changes from one replica
+    to the next: replicas in any order give each model its own, in snapshot order."""
+    snap = steady_snapshot(40, seed=0)
+    replicas = list(snap.replicas)
+    random.Random(seed).shuffle(replicas)
+    walked = collect(snap.model_copy(update={"replicas": replicas}))
+    models = {m.name: m for m in snap.models}
+
+    def of(name: str, current: bool) -> list[str]:
+        return [
+            r.id
+            for r in replicas
+            if r.model == name
+            and r.counts
+            and name in models
+            and (models[name].profile(r.profile) is not None) == current
+        ]
+
+    names = {r.model for r in replicas}
+    assert {n: [r.id for r in rs] for n, rs in walked.by_model.items()} == {
+        n: [r.id for r in replicas if r.model == n] for n in names
+    }
+    assert {n: [r.id for r in rs] for n, rs in walked.current.items()} == {
+        n: of(n, True) for n in names if of(n, True)
+    }
+    assert {n: [r.id for r in rs] for n, rs in walked.stale.items()} == {
+        n: of(n, False) for n in names if of(n, False)
+    }
+    assert walked.profiles_held == {n: {r.profile for r in replicas if r.model == n} for n in names}
+    assert [lr.id for lr in walked.live] == [
+        r.id for r in replicas if r.counts and r.model in models
+    ]
