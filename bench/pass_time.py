@@ -341,13 +341,17 @@ def growth(sizes: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _slope(sizes: list[dict[str, Any]], x: str) -> float | None:
     """Least-squares slope of log(median pass) against log(sizes[x])."""
-    if len(sizes) < 2:
+    return log_slope([s[x] for s in sizes], [max(s["median_ms"], 1e-6) for s in sizes])
+
+
+def log_slope(xs: list[float], ys: list[float]) -> float | None:
+    """Least-squares slope of log(ys) against log(xs); None for fewer than two points."""
+    if len(xs) < 2:
         return None
-    xs = [math.log(s[x]) for s in sizes]
-    ys = [math.log(max(s["median_ms"], 1e-6)) for s in sizes]
-    mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    den = sum((v - mx) ** 2 for v in xs)
-    return round(sum((a - mx) * (b - my) for a, b in zip(xs, ys, strict=True)) / den, 3)
+    lx, ly = [math.log(v) for v in xs], [math.log(v) for v in ys]
+    mx, my = statistics.fmean(lx), statistics.fmean(ly)
+    den = sum((v - mx) ** 2 for v in lx)
+    return round(sum((a - mx) * (b - my) for a, b in zip(lx, ly, strict=True)) / den, 3)
 
 
 def run(sizes: list[int], seed: int, budget_s: float, max_runs: int) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -20,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench import fleetgen, quality  # noqa: E402
+from bench import fleetgen, pass_instructions, quality  # noqa: E402
 from scheduler.core.mig_geometry import LayoutError, plan_layout  # noqa: E402
 
 
@@ -153,6 +154,25 @@ def test_pass_time_script_prints_sane_json() -> None:
     assert out["growth"]["fit_exponent_vs_cluster_size"] == pytest.approx(
         2 * out["growth"]["fit_exponent_vs_nodes_x_models"], abs=0.002
     )
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
+def test_pass_instructions_counts_one_pass() -> None:
+    out = _run_json("bench.pass_instructions", "--sizes", "10")
+    [size] = out["sizes"]
+    assert size["nodes"] == 10
+    # One warm pass, not a process (a start, the imports and a snapshot: ~10^9 instructions).
+    assert 0 < size["instructions"] < 10**8
+    assert size["per_node"] == round(size["instructions"] / 10)
+    assert out["slope_vs_cluster_size"] is None  # one size
+    assert out["interpreter"]["version"]
+
+
+def test_instruction_counts_are_read_from_callgrinds_last_line() -> None:
+    err = "==41== Callgrind, a call-graph generating cache profiler\n==41== Collected : 123\n"
+    assert pass_instructions.collected(err + "==41== Collected : 4567\n") == 4567
+    with pytest.raises(RuntimeError, match="no instruction count"):
+        pass_instructions.collected("valgrind: command not found")
 
 
 def test_pass_compare_against_itself_prints_sane_ratios() -> None:
