@@ -46,6 +46,7 @@ HERE = Path(__file__).resolve().parent.parent
 # the whole snapshot. A pass leaves nothing in cycles (tests/core/test_pass_garbage.py).
 CHILD = r"""
 import gc, sys
+import scheduler
 from bench.fleetgen import steady_snapshot
 from scheduler.core.decide import decide
 nodes, seed, passes = (int(a) for a in sys.argv[1:4])
@@ -54,6 +55,7 @@ gc.collect()
 gc.disable()
 for _ in range(passes):
     decide(snap)
+print(scheduler.CORE_BUILD)
 """
 
 _COLLECTED = re.compile(r"==\d+== Collected : (\d+)")
@@ -67,8 +69,10 @@ def collected(stderr: str) -> int:
     return int(found[-1])
 
 
-def count(nodes: int, seed: int, passes: int) -> int:
-    """Instructions of a process that builds the snapshot and runs `passes` passes."""
+def count(nodes: int, seed: int, passes: int, core_build: str) -> int:
+    """Instructions of a process that builds the snapshot and runs `passes` passes with the
+    core `core_build` (a child that found another, an install rebuilt meanwhile say, would
+    make the difference of two counts meaningless)."""
     with tempfile.TemporaryDirectory() as tmp:
         done = subprocess.run(
             [
@@ -90,13 +94,15 @@ def count(nodes: int, seed: int, passes: int) -> int:
         )
     if done.returncode != 0:
         raise RuntimeError(f"the pass under valgrind failed: {done.stderr[-1000:]}")
+    if done.stdout.strip() != core_build:
+        raise RuntimeError(f"a child ran the {done.stdout.strip()!r} core, not {core_build!r}")
     return collected(done.stderr)
 
 
-def one_pass(nodes: int, seed: int) -> int:
+def one_pass(nodes: int, seed: int, core_build: str) -> int:
     """Instructions of one warm pass: two processes' counts, one pass apart."""
     with ThreadPoolExecutor(2) as pool:
-        once, twice = pool.map(lambda n: count(nodes, seed, n), (1, 2))
+        once, twice = pool.map(lambda n: count(nodes, seed, n, core_build), (1, 2))
     return twice - once
 
 
@@ -113,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [int(s) for s in args.sizes.split(",")]
     rows: list[dict[str, Any]] = []
     for n in sizes:
-        instructions = one_pass(n, args.seed)
+        instructions = one_pass(n, args.seed, scheduler.CORE_BUILD)
         rows.append({"nodes": n, "instructions": instructions, "per_node": round(instructions / n)})
     out = {
         "bench": "pass_instructions",
