@@ -118,7 +118,9 @@ class PassFacts:
     stopping_preempted: list[Replica]  # preempted for a model and still on their way out
     # Node id -> replicas that count and have their one shard there (any model).
     single: dict[str, list[Replica]]
-    profiles_held: dict[str, set[str]]  # model -> the profiles its replicas run (any state)
+    # Model -> the profiles its replicas run (any state), each once. (A tuple, not a set per
+    # model: most models run one profile.)
+    profiles_held: dict[str, tuple[str, ...]]
     quotas: dict[str, Quota]  # by owner prefix
     limits: dict[str, Amount]  # quota limits, by owner prefix
     slice_share: dict[str, float]  # MIG slice id -> the share of a GPU it counts as
@@ -159,7 +161,7 @@ class Collected(NamedTuple):
     stopping_preempted: list[Replica]
     used: set[str]  # device ids held (replicas, and other jobs' allocations)
     on_node: dict[str, NodeUse]  # what the replicas hold, per node id
-    profiles_held: dict[str, set[str]]
+    profiles_held: dict[str, tuple[str, ...]]
     usage: dict[str, Vec]  # per owner path prefix
     capacity: Vec  # PassFacts.capacity
 
@@ -301,9 +303,9 @@ def collect(snap: Snapshot) -> Collected:
             tot[0] += gpus
             tot[1] += cpu * n
             tot[2] += mem * n
-    profiles_held: dict[str, set[str]] = {}
+    profiles_held: dict[str, tuple[str, ...]] = {}
     for name, profile in sizes:
-        profiles_held.setdefault(name, set()).add(profile)
+        profiles_held[name] = (*profiles_held.get(name, ()), profile)  # sizes' keys are unique
     usage: dict[str, Vec] = {}
     for owner, tot in per_owner.items():
         for p in owner_prefixes(owner):

@@ -185,7 +185,7 @@ class Lifecycle(Defragment):
                 break
             if m.placement != "cheapest":
                 held = self.inv.facts.profiles_held.get(m.name)
-                if held is None or held == {m.profiles[0].name}:
+                if held is None or held == (m.profiles[0].name,):
                     continue  # the common case: all on the preferred profile (or none)
             every = self.inv.facts.by_model.get(m.name, [])
             if m.name in self.held or m.name in self.giving_way or m.name in self.rollout:

@@ -196,12 +196,12 @@ class VictimPool:
         self.fair: FairShare | None = None
         grace = settings.eviction_grace_s
         fresh_after = now - timedelta(seconds=settings.min_lifetime_s)
-        groups = self._groups
         # One walk, oldest first: what each owner holds within its guarantee accumulates in
         # that order (the newest beyond it are the borrowed), and a model's replicas above
         # its minimum are its newest ones.
         per_model = self._models
         per_owner: dict[str, list[float] | None] = {}  # running use against its guarantee
+        pairs: dict[GroupKey, tuple[GroupKey, Sorted[VictimOrder]]] = {}
         for age, lr in enumerate(oldest_first(inv.facts.live)):
             m, need, rid, ready, used = lr.model, lr.need, lr.id, lr.ready_at, lr.last_used_at
             name = m.name
@@ -244,13 +244,12 @@ class VictimPool:
             variant = 4 * idle_od + 2 * (left > 0) + is_borrowed
             filed = known.filed[variant]
             if filed is None:
-                key = entry.group(left > 0)
-                group = groups.get(key)
-                if group is None:
-                    group = groups[key] = Sorted()
-                filed = known.filed[variant] = (key, group)
+                key = entry.group(left > 0)  # kept once per group, not once per model:
+                filed = pairs.get(key) or pairs.setdefault(key, (key, Sorted()))
+                known.filed[variant] = filed
             filed[1].add((-idle, need[0], need[2], rid, age, entry))  # entry.order()
             entry.where = filed[0]
+        self._groups.update((key, pair[1]) for key, pair in pairs.items())
 
     def _model_facts(self, m: Model, per_owner: dict[str, list[float] | None]) -> _ModelFacts:
         """What the walk needs of a model, once: and the running use of its guarantee, shared

@@ -133,7 +133,9 @@ def test_the_walk_over_replicas_does_not_depend_on_their_order(seed: int) -> Non
     assert {n: [r.id for r in rs] for n, rs in walked.stale.items()} == {
         n: of(n, False) for n in names if of(n, False)
     }
-    assert walked.profiles_held == {n: {r.profile for r in replicas if r.model == n} for n in names}
+    held = {n: set(profiles) for n, profiles in walked.profiles_held.items()}
+    assert held == {n: {r.profile for r in replicas if r.model == n} for n in names}
+    assert all(len(set(p)) == len(p) for p in walked.profiles_held.values())
     assert [lr.id for lr in walked.live] == [
         r.id for r in replicas if r.counts and r.model in models
     ]
