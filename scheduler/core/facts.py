@@ -221,10 +221,7 @@ def collect(snap: Snapshot) -> Collected:
         if new_model:
             last_name = name
             kept_current = kept_stale = None
-            found = by_model.get(name)
-            if found is None:
-                found = by_model[name] = []
-            reps = found
+            reps = by_model.setdefault(name, [])
         reps.append(rep)
         shards = rep.shards
         state = rep.state

@@ -114,8 +114,8 @@ class _Entry:
 
     def order(self) -> VictimOrder:
         """As the pool files it. (Made when filed, not kept: the entry in its own order would
-        be a reference cycle, left to the collector.)"""
-        return (-self.idle_s, self.gpus, self.memory_gb, self.rid, self.age, self)
+        be a reference cycle, left to the collector. `need`'s floats, not new ones.)"""
+        return (-self.idle_s, self.need[0], self.need[2], self.rid, self.age, self)
 
     def group(self, above_min: bool) -> GroupKey:
         """Everything its tier depends on besides the asking model."""
@@ -247,7 +247,7 @@ class VictimPool:
                 key = entry.group(left > 0)  # kept once per group, not once per model:
                 filed = pairs.get(key) or pairs.setdefault(key, (key, Sorted()))
                 known.filed[variant] = filed
-            filed[1].add((-idle, need[0], need[2], rid, age, entry))  # entry.order()
+            filed[1].add(entry.order())
             entry.where = filed[0]
         self._groups.update((key, pair[1]) for key, pair in pairs.items())
 
@@ -296,12 +296,13 @@ class VictimPool:
             old = e.where
             if old == key:
                 continue
+            order = e.order()
             if old is not None:
-                self._groups[old].remove(e.order())
+                self._groups[old].remove(order)
             group = self._groups.get(key)
             if group is None:
                 group = self._groups[key] = Sorted()
-            group.insert(e.order())
+            group.insert(order)
             e.where = key
 
     def exclude(self, replica_id: str) -> None:
