@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from sys import intern
 from typing import Any, Protocol, Self, TypeVar
 
 from pydantic import ValidationError
@@ -95,6 +96,8 @@ def _model(cat: Catalog, key: str, name: str, raw: Any, max_bytes: int) -> None:
         value.setdefault("name", name)
         if value["name"] != name:
             problem = f"{key}: name: {value['name']!r} does not match the key's name {name!r}"
+        else:  # one string object with the replicas' model names (nomad_jobs.py interns them)
+            value["name"] = intern(name)
     elif problem is None:
         problem = f"{key}: Input should be a JSON object"
     model = None

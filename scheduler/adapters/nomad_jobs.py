@@ -25,6 +25,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from sys import intern
 from typing import Any, Literal
 
 from scheduler.core.models import Model, Node, Profile, Replica, Shard, StartAction, rfc3339
@@ -328,13 +329,14 @@ def owned_job(job: dict[str, Any]) -> OwnedJob | None:
             for dev in (task.get("Resources") or {}).get("Devices") or []:
                 for c in dev.get("Constraints") or []:
                     if c.get("LTarget") == "${device.ids}":
-                        ids += [x for x in str(c.get("RTarget", "")).split(",") if x]
+                        ids += [intern(x) for x in str(c.get("RTarget", "")).split(",") if x]
         if node:
-            wish.append(Shard(node=str(node), gpus=ids))
+            wish.append(Shard(node=intern(str(node)), gpus=ids))
     return OwnedJob(
         job_id=str(job["ID"]),
-        model=str(meta[MODEL_META]),
-        profile=str(meta.get(PROFILE_META, "")),
+        # Interned, as node and device ids are (nomad_nodes.py): looked up by name every pass.
+        model=intern(str(meta[MODEL_META])),
+        profile=intern(str(meta.get(PROFILE_META, ""))),
         replica=str(meta[REPLICA_META]),
         created_at=_parse_time(meta.get(CREATED_META)),
         preempted_for=meta.get(PREEMPTED_META) or None,
@@ -363,7 +365,7 @@ def alloc_devices(alloc: dict[str, Any]) -> list[str]:
     tasks = ((alloc.get("AllocatedResources") or {}).get("Tasks")) or {}
     for task in tasks.values():
         for dev in (task or {}).get("Devices") or []:
-            ids += [str(x) for x in dev.get("DeviceIDs") or []]
+            ids += [intern(str(x)) for x in dev.get("DeviceIDs") or []]
     return ids
 
 
@@ -407,7 +409,7 @@ def replica_from(
         state = "running"
     else:
         state = "starting"
-    shards = [Shard(node=str(a.get("NodeID")), gpus=alloc_devices(a)) for a in present]
+    shards = [Shard(node=intern(str(a.get("NodeID"))), gpus=alloc_devices(a)) for a in present]
     if not shards:
         shards = list(job.wish)
     ready_at = None
