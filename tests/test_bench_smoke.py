@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench import fleetgen, pass_instructions, quality  # noqa: E402
+from bench import access_floor, fleetgen, pass_instructions, quality, snapshot_layout  # noqa: E402
 from scheduler.core.mig_geometry import LayoutError, plan_layout  # noqa: E402
 
 
@@ -173,6 +173,63 @@ def test_instruction_counts_are_read_from_callgrinds_last_line() -> None:
     assert pass_instructions.collected(err + "==41== Collected : 4567\n") == 4567
     with pytest.raises(RuntimeError, match="no instruction count"):
         pass_instructions.collected("valgrind: command not found")
+
+
+def test_access_floor_reads_the_same_work_per_node_at_each_size() -> None:
+    out = _run_json("bench.access_floor", "--sizes", "20,40", "--rounds", "1")
+    small, large = out["results"]
+    for size in out["results"]:
+        snap, counts = size["snapshot"], size["counts"]
+        # Every replica indexed, every device a shard holds found, every shard on a known node.
+        assert counts["replicas_indexed"] == snap["replicas"]
+        assert counts["devices_found"] == counts["walk_objects_and_devices"][1] > 0
+        assert counts["shards_on_known_nodes"] >= snap["replicas"]
+        assert set(size["ns_per_node"]) == {
+            "walk",
+            "node_join",
+            "device_join",
+            "replica_index",
+            "pass",
+        }
+        assert all(v > 0 for v in size["ns_per_node"].values())
+    # The reads do about the same work per node at both sizes: a slope is the machine's.
+    ratio = (
+        large["counts"]["walk_objects_and_devices"][0]
+        / small["counts"]["walk_objects_and_devices"][0]
+    )
+    assert 1.6 < ratio < 2.4
+    assert set(out["slope_in_size"]) == set(small["ns_per_node"])
+
+
+def test_access_floor_joins_count_what_they_find() -> None:
+    snap = fleetgen.steady_snapshot(12, seed=1)
+    shards = [sh for r in snap.replicas for sh in r.shards]
+    nodes = {n.id: 1 for n in snap.nodes[1:]}  # one node unknown: its shards are not found
+    on_first = sum(sh.node == snap.nodes[0].id for sh in shards)
+    assert access_floor.node_join(snap, nodes) == len(shards) - on_first
+    held = {d for sh in shards[1:] for d in sh.gpus}
+    assert access_floor.device_join(snap, held) == sum(len(sh.gpus) for sh in shards[1:]) + sum(
+        d in held for d in shards[0].gpus
+    )
+    assert access_floor.walk(snap)[1] == sum(len(sh.gpus) for sh in shards)
+
+
+def test_snapshot_layout_interns_what_the_pass_looks_up() -> None:
+    snap = fleetgen.steady_snapshot(10, seed=0)
+    doc = snapshot_layout.intern_ids(json.loads(snap.model_dump_json(by_alias=True)))
+    read = snapshot_layout.Snapshot.model_validate(doc)
+    ids = {n.id: n.id for n in read.nodes}
+    devices = {g.id: g.id for n in read.nodes for g in n.gpus}
+    devices.update({s.id: s.id for n in read.nodes for g in n.gpus for s in g.mig or ()})
+    names = {m.name: m.name for m in read.models}
+    shards = [sh for r in read.replicas for sh in r.shards]
+    assert shards and all(sh.node is ids[sh.node] for sh in shards)
+    assert all(d is devices[d] for sh in shards for d in sh.gpus)
+    assert all(r.model is names[r.model] for r in read.replicas)
+    out = _run_json("bench.snapshot_layout", "--sizes", "20", "--rounds", "1")
+    [size] = out["results"]
+    assert set(size["median_ms"]) == {"generated", "read", "read_interned"}
+    assert set(size["ratio_to_generated"]) == {"read", "read_interned"}
 
 
 def test_pass_compare_against_itself_prints_sane_ratios() -> None:
