@@ -5,14 +5,17 @@ JSON object.
 
 bench/pass_time.py times the pass on the snapshot fleetgen builds in memory, where many objects
 are shared: a shard's node id is the node's own id object, its device ids the GPUs' own, a GPU
-model's name one object for the whole fleet. A snapshot the adapters build from Nomad's and
-Consul's JSON shares less (a node's strings and numbers are its own, an allocation's NodeID is
-a string of its own). This bench measures what that costs the pass, side by side: at each size
-the steady snapshot is written to JSON and read back twice through json.loads and Snapshot
-validation, `read` as json.loads made it and `read_interned` with the ids the pass looks up
-interned (node, GPU and slice ids, slice profiles, held devices, each shard's node and devices,
-each replica's model and profile, each model's name). The three passes run interleaved, with
-the cyclic collector off, and must give the same plan. Ratios are to `generated`.
+model's name or an owner one object for the whole fleet, and models made from one template
+share their Profile objects. A snapshot the adapters build from Nomad's and Consul's JSON
+shares less: each node, allocation and model document has strings of its own. This bench
+measures what that costs the pass, side by side: at each size the steady snapshot is written
+to JSON and read back twice through json.loads and Snapshot validation, `read` as json.loads
+made it and `read_interned` with what the adapters intern interned
+(scheduler/adapters/interning.py: node, GPU and slice ids, GPU model names, pools and
+datacenters, held devices, each shard's node and devices, each replica's model and profile,
+each model's name, owner, class and profile names, MIG profiles and GPU models, each quota's
+owner). The three passes run interleaved, with the cyclic collector off, and must give the
+same plan. Ratios are to `generated`.
 """
 
 from __future__ import annotations
@@ -24,7 +27,6 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from sys import intern
 from typing import Any
 
 if __package__ in (None, ""):  # run as a file: make `bench` and `scheduler` importable
@@ -33,20 +35,25 @@ if __package__ in (None, ""):  # run as a file: make `bench` and `scheduler` imp
 from bench.fleetgen import steady_snapshot
 from bench.interpreter import describe as describe_interpreter
 from bench.pass_time import core_build_name, load_decide
+from scheduler.adapters.interning import intern, intern_fields, intern_model
 from scheduler.core.models import Snapshot
 
 
 def intern_ids(doc: dict[str, Any]) -> dict[str, Any]:
-    """The snapshot document with the ids the pass looks up made one object each."""
+    """The snapshot document with what the adapters intern made one object each
+    (scheduler/adapters/interning.py and its callers)."""
     for node in doc["nodes"]:
         node["id"] = intern(node["id"])
+        node["pool"], node["datacenter"] = intern(node["pool"]), intern(node["datacenter"])
         node["held"] = [intern(d) for d in node["held"]]
         for gpu in node["gpus"]:
-            gpu["id"] = intern(gpu["id"])
+            gpu["id"], gpu["model"] = intern(gpu["id"]), intern(gpu["model"])
             for s in gpu["mig"] or ():
                 s["id"], s["profile"] = intern(s["id"]), intern(s["profile"])
     for model in doc["models"]:
-        model["name"] = intern(model["name"])
+        intern_model(model)
+    for quota in doc["quotas"]:
+        intern_fields(quota, "owner")
     for rep in doc["replicas"]:
         rep["model"], rep["profile"] = intern(rep["model"]), intern(rep["profile"])
         for shard in rep["shards"]:

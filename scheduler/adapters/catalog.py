@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from sys import intern
 from typing import Any, Protocol, Self, TypeVar
 
 from pydantic import ValidationError
 
+from scheduler.adapters.interning import intern_fields, intern_model
 from scheduler.adapters.json_bounds import BoundsError, bounded_loads
 from scheduler.adapters.kv_layout import KVLayout
 from scheduler.core.models import OWNER_PATTERN, Demand, Model, Quota, Settings
@@ -96,8 +96,8 @@ def _model(cat: Catalog, key: str, name: str, raw: Any, max_bytes: int) -> None:
         value.setdefault("name", name)
         if value["name"] != name:
             problem = f"{key}: name: {value['name']!r} does not match the key's name {name!r}"
-        else:  # one string object with the replicas' model names (nomad_jobs.py interns them)
-            value["name"] = intern(name)
+        else:  # one string object with the replicas' model names, and so on (interning.py)
+            intern_model(value)
     elif problem is None:
         problem = f"{key}: Input should be a JSON object"
     model = None
@@ -124,6 +124,7 @@ def _quota(cat: Catalog, key: str, owner: str, raw: Any, max_bytes: int) -> None
         value.setdefault("owner", owner)
         if value["owner"] != owner:
             problem = f"{key}: owner: {value['owner']!r} disagrees with the key's owner {owner!r}"
+        intern_fields(value, "owner")
     quota = None
     if problem is None:
         quota, lines = _validate(Quota, key, value)

@@ -25,9 +25,9 @@ import json
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from sys import intern
 from typing import Any, Literal
 
+from scheduler.adapters.interning import intern
 from scheduler.core.models import Model, Node, Profile, Replica, Shard, StartAction, rfc3339
 from scheduler.serving.argv import Wiring, shard_command
 
@@ -334,7 +334,7 @@ def owned_job(job: dict[str, Any]) -> OwnedJob | None:
             wish.append(Shard(node=intern(str(node)), gpus=ids))
     return OwnedJob(
         job_id=str(job["ID"]),
-        # Interned, as node and device ids are (nomad_nodes.py): looked up by name every pass.
+        # Interned, as node and device ids are (interning.py): looked up by name every pass.
         model=intern(str(meta[MODEL_META])),
         profile=intern(str(meta.get(PROFILE_META, ""))),
         replica=str(meta[REPLICA_META]),

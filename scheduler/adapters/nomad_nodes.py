@@ -4,18 +4,17 @@ A GPU in MIG mode is hidden by the plugin: only its slices appear, one device gr
 profile named `<parent name> MIG <profile>`. Slices are grouped back into one parent GPU by
 their PCI bus id, and that parent gets the derived id `pci-<bus id>`.
 
-Node and device ids are interned (sys.intern), as the replicas' are (nomad_jobs.py): a shard's
-node id and device ids are then the very objects the nodes hold, and the pass's lookups by id
-match on identity instead of comparing strings (bench/snapshot_layout.py: about 3% of a pass
-at 10,000 nodes, too little to measure at 1,000).
+Node and device ids, GPU model names, pools and datacenters are interned (interning.py): a
+shard's node id and device ids are then the very objects the nodes hold, and one GPU model's
+name is one object across the fleet.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from sys import intern
 from typing import Any
 
+from scheduler.adapters.interning import intern
 from scheduler.core.models import GPU, MigSlice, Node
 
 MIG_MARK = " MIG "
@@ -49,7 +48,7 @@ def gpus_from_devices(devices: list[dict[str, Any]] | None) -> list[GPU]:
     for group in devices or []:
         if group.get("Vendor") != "nvidia" or group.get("Type") != "gpu":
             continue
-        name = str(group.get("Name") or "N/A")
+        name = intern(str(group.get("Name") or "N/A"))
         memory = _memory_gb(group)
         for inst in group.get("Instances") or []:
             healthy = bool(inst.get("Healthy", True))
@@ -72,7 +71,7 @@ def gpus_from_devices(devices: list[dict[str, Any]] | None) -> list[GPU]:
         total = sum(s.memory_gb for s in slices)
         gpu = GPU(
             id=intern(parent_gpu_id(bus)),
-            model=parent_name,
+            model=intern(parent_name),
             memory_gb=total,
             healthy=all(s.healthy for s in slices),
             mig=sorted(slices, key=lambda s: s.id),
@@ -118,8 +117,8 @@ def node_from_nomad(body: dict[str, Any]) -> Node:
         name=str(body.get("Name") or body["ID"]),
         # Where other shards of a multi-node replica reach this one (its head, at rank 0).
         address=str(attributes.get("unique.network.ip-address") or ""),
-        pool=str(body.get("NodePool") or "default"),
-        datacenter=str(body.get("Datacenter") or "dc1"),
+        pool=intern(str(body.get("NodePool") or "default")),
+        datacenter=intern(str(body.get("Datacenter") or "dc1")),
         eligible=eligible,
         draining=draining(body),
         cpu_cores=max(0.0, round(cores - reserved_shares / shares_per_core(res), 2)),

@@ -1,7 +1,8 @@
-"""The adapters intern the ids the pass looks up: in a snapshot built from the stand-ins' JSON,
-a shard's node id and device ids are the node's and the GPUs' own string objects, and a
-replica's model name is its catalog model's (bench/snapshot_layout.py measures what that is
-worth). Over the loopback stand-ins, through the real clients."""
+"""The adapters intern what the pass looks up (scheduler/adapters/interning.py): in a snapshot
+built from the stand-ins' JSON, a shard's node id and device ids are the node's and the GPUs'
+own string objects, a replica's model name is its catalog model's, and a GPU model's name or
+an owner is one object however many nodes or models carry it (bench/snapshot_layout.py
+measures what that is worth). Over the loopback stand-ins, through the real clients."""
 
 from __future__ import annotations
 
@@ -51,3 +52,8 @@ def test_a_built_snapshot_shares_its_ids_with_its_nodes_and_models() -> None:
     assert all(sh.node is nodes[sh.node] for sh in shards)
     assert all(d is devices[d] for d in held)
     assert all(r.model is names[r.model] for r in snap.replicas)
+    # Read from other documents (two nodes, two models): still one object each.
+    h1, h2 = (n for n in snap.nodes if n.id in ("node-h1", "node-h2"))
+    assert h1.gpus[0].model is h2.gpus[0].model and h1.datacenter is h2.datacenter
+    whole, tiny = sorted(snap.models, key=lambda m: m.name, reverse=True)
+    assert whole.owner is tiny.owner
