@@ -14,13 +14,17 @@ that any pass over the snapshot does in some form:
   replica holds on its node);
 - `device_join`: each device a shard holds looked up in the set of all devices held (is a GPU
   taken?);
-- `replica_index`: every replica put in a dict by id.
+- `replica_index`: every replica put in a dict by id;
+- `indexed_join`: what `node_join` would be on a compact snapshot, one whose shards carry their
+  node's position (worked out before the timing, as an adapter would): a float per node in a
+  list, added to at each shard's position. No lookup by id, and no object per node.
 
 Each is timed as a median over `rounds`, with the cyclic collector off (as the service runs a
 pass), and reported in ns per node with its log-log slope over the sizes, next to the pass's.
 The work per node does not change with the size (the counts are printed), so a slope above 1
 is what the machine adds: memory that the larger fleet no longer fits in the caches. A join's
-slope is the floor under any pass that puts replicas on their nodes by id.
+slope is the floor under any pass that puts replicas on their nodes by id; `indexed_join`'s,
+what a compact snapshot would have instead.
 """
 
 from __future__ import annotations
@@ -79,6 +83,16 @@ def device_join(snap: Snapshot, held: set[str]) -> int:
     return found
 
 
+def indexed_join(positions: list[int], n_nodes: int) -> int:
+    """Per shard, its node's position (-1: unknown) into a list of per-node floats; returns how
+    many shards were on a known node."""
+    held = [0.0] * n_nodes
+    for i in positions:
+        if i >= 0:
+            held[i] += 1.0
+    return round(sum(held))
+
+
 def replica_index(snap: Snapshot) -> int:
     by_id = {}
     for rep in snap.replicas:
@@ -101,11 +115,14 @@ def measure(n_nodes: int, seed: int, rounds: int) -> dict[str, Any]:
     snap = steady_snapshot(n_nodes, seed=seed)
     nodes = {node.id: 1 for node in snap.nodes}
     held = {dev for rep in snap.replicas for shard in rep.shards for dev in shard.gpus}
+    where = {node.id: i for i, node in enumerate(snap.nodes)}
+    positions = [where.get(shard.node, -1) for rep in snap.replicas for shard in rep.shards]
     reads: dict[str, Callable[[], object]] = {
         "walk": lambda: walk(snap),
         "node_join": lambda: node_join(snap, nodes),
         "device_join": lambda: device_join(snap, held),
         "replica_index": lambda: replica_index(snap),
+        "indexed_join": lambda: indexed_join(positions, n_nodes),
         "pass": lambda: decide(snap),
     }
     gc.collect()
@@ -121,6 +138,7 @@ def measure(n_nodes: int, seed: int, rounds: int) -> dict[str, Any]:
         "counts": {
             "walk_objects_and_devices": walk(snap),
             "shards_on_known_nodes": node_join(snap, nodes),
+            "shards_on_known_nodes_indexed": indexed_join(positions, n_nodes),
             "devices_found": device_join(snap, held),
             "replicas_indexed": replica_index(snap),
         },

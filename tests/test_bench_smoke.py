@@ -184,11 +184,13 @@ def test_access_floor_reads_the_same_work_per_node_at_each_size() -> None:
         assert counts["replicas_indexed"] == snap["replicas"]
         assert counts["devices_found"] == counts["walk_objects_and_devices"][1] > 0
         assert counts["shards_on_known_nodes"] >= snap["replicas"]
+        assert counts["shards_on_known_nodes_indexed"] == counts["shards_on_known_nodes"]
         assert set(size["ns_per_node"]) == {
             "walk",
             "node_join",
             "device_join",
             "replica_index",
+            "indexed_join",
             "pass",
         }
         assert all(v > 0 for v in size["ns_per_node"].values())
@@ -212,6 +214,9 @@ def test_access_floor_joins_count_what_they_find() -> None:
         d in held for d in shards[0].gpus
     )
     assert access_floor.walk(snap)[1] == sum(len(sh.gpus) for sh in shards)
+    where = {n.id: i for i, n in enumerate(snap.nodes)}
+    positions = [where[sh.node] if sh.node != snap.nodes[0].id else -1 for sh in shards]
+    assert access_floor.indexed_join(positions, len(snap.nodes)) == len(shards) - on_first
 
 
 def test_snapshot_layout_interns_what_the_pass_looks_up() -> None:
