@@ -23,7 +23,7 @@ def intern_fields(doc: Any, *names: str) -> None:
         return
     for name in names:
         value = doc.get(name)
-        if isinstance(value, str):
+        if type(value) is str:  # sys.intern refuses a str subclass
             doc[name] = intern(value)
 
 
@@ -36,4 +36,4 @@ def intern_model(model: Any) -> None:
         intern_fields(profile, "name", "mig_profile")
         models = profile.get("gpu_models") if isinstance(profile, dict) else None
         if isinstance(models, list):
-            profile["gpu_models"] = [intern(m) if isinstance(m, str) else m for m in models]
+            profile["gpu_models"] = [intern(m) if type(m) is str else m for m in models]

@@ -28,6 +28,13 @@ def test_strings_become_the_interned_object_and_the_rest_is_left_alone() -> None
     for odd in (None, [], "text", 7):
         intern_fields(odd, "owner")  # not a document: nothing to do, nothing raised
 
+    class Text(str):
+        pass
+
+    sub = {"owner": Text("org/a")}
+    intern_fields(sub, "owner")  # sys.intern would raise on a str subclass: left as it is
+    assert type(sub["owner"]) is Text
+
 
 def test_hostile_model_documents_are_left_for_validation() -> None:
     odd: list[Any] = [
