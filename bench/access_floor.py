@@ -6,8 +6,9 @@ object.
 Issue 15 asks the pass's time to grow with the cluster's size at a log-log slope of at most
 1.1. bench/pass_instructions.py shows the pass's work is linear (slope 0.99 in instructions);
 its time grows faster. This bench measures, on the same steady snapshots as bench/pass_time.py
-and in the same run as the pass itself, four reads that do a fixed amount of work per node and
-that any pass over the snapshot does in some form:
+and in the same run as the pass itself, reads that do a fixed amount of work per node: four
+that any pass over the snapshot does in some form, and one that a compact snapshot would do
+instead:
 
 - `walk`: every node, GPU, MIG slice, replica and shard read once, in the snapshot's order;
 - `node_join`: each shard's node looked up by id in a dict of the nodes (placing what a

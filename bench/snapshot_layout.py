@@ -43,21 +43,20 @@ def intern_ids(doc: dict[str, Any]) -> dict[str, Any]:
     """The snapshot document with what the adapters intern made one object each
     (scheduler/adapters/interning.py and its callers)."""
     for node in doc["nodes"]:
-        node["id"] = intern(node["id"])
-        node["pool"], node["datacenter"] = intern(node["pool"]), intern(node["datacenter"])
+        intern_fields(node, "id", "pool", "datacenter")
         node["held"] = [intern(d) for d in node["held"]]
         for gpu in node["gpus"]:
-            gpu["id"], gpu["model"] = intern(gpu["id"]), intern(gpu["model"])
+            intern_fields(gpu, "id", "model")
             for s in gpu["mig"] or ():
-                s["id"], s["profile"] = intern(s["id"]), intern(s["profile"])
+                intern_fields(s, "id", "profile")
     for model in doc["models"]:
         intern_model(model)
     for quota in doc["quotas"]:
         intern_fields(quota, "owner")
     for rep in doc["replicas"]:
-        rep["model"], rep["profile"] = intern(rep["model"]), intern(rep["profile"])
+        intern_fields(rep, "model", "profile")
         for shard in rep["shards"]:
-            shard["node"] = intern(shard["node"])
+            intern_fields(shard, "node")
             shard["gpus"] = [intern(d) for d in shard["gpus"]]
     return doc
 
