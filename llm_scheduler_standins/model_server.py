@@ -1,14 +1,16 @@
-"""Stand-in model servers (issue 18): what a vLLM or SGLang replica answers, for the demo,
-tests and devcluster, at a cost of almost nothing per replica.
+"""Stand-in model servers: what a vLLM or SGLang replica answers, for the demo, tests and
+devcluster, at a cost of almost nothing per replica.
 
-One asyncio loop in one thread serves every replica, each on its own loopback port:
-`/health` (200, empty, as vLLM), `/v1/models`, and `/metrics` with the real metric names of
-its runtime (serving-runtimes.md section 6). What the metrics say follows the load offered to
-the model (`ModelServers.offer(model, concurrent_requests)`, spread evenly over its replicas)
-through a simple queueing model: a replica runs up to `capacity` requests at once, the rest
-wait; TTFT grows with the queue (each queued request waits its turn, about `request_s` per
-capacity's worth), KV-cache usage with the running requests. Histograms and counters advance
-lazily, when a page is read, by what the elapsed time would have observed.
+One asyncio loop in one thread serves every replica, each on its own loopback port, HTTP/1.1
+with keep-alive: `/health` (200, empty, as vLLM), `/v1/models`, `/metrics` with the real metric
+names of its runtime, and the OpenAI endpoints `/v1/chat/completions`, `/v1/completions` and
+`/v1/embeddings`, streamed (SSE, chunked) or not. The load on a replica is what the model's
+clients offer (`ModelServers.offer(model, concurrent_requests)`, spread evenly over its
+replicas) plus the requests it is answering. A simple queueing model turns it into timing and
+metrics: a replica runs up to `capacity` requests at once, the rest wait; TTFT grows with the
+queue (each queued request waits its turn, about `request_s` per capacity's worth), the
+inter-token latency and KV-cache usage with the running requests. Histograms and counters
+advance lazily, when a page is read, by what the elapsed time would have observed.
 """
 
 from __future__ import annotations
@@ -19,11 +21,16 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from llm_scheduler_standins import openai_bodies as bodies
+
 # vLLM's bucket bounds (vllm/v1/metrics/loggers.py); SGLang's are close enough for a stand-in.
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
                 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)  # fmt: skip
 ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0,
                7.5, 10.0, 20.0, 40.0, 80.0)  # fmt: skip
+JSON = "application/json"
+KEEP_ALIVE_S = 30.0  # an idle keep-alive connection is closed after this
+_REASONS = {400: "Bad Request", 404: "Not Found"}
 # Spread of one reading around its mean (value factor, share of requests): a p90 lands in it.
 SPREAD = ((0.6, 0.3), (1.0, 0.5), (1.4, 0.2))
 
@@ -66,6 +73,7 @@ class Replica:
     itl: list[float] = field(default_factory=lambda: [0.0] * (len(ITL_BUCKETS) + 1))
     sums: dict[str, float] = field(default_factory=lambda: {"ttft": 0.0, "itl": 0.0})
     tokens: float = 0.0
+    active: int = 0  # requests this replica is answering now
     updated: float = field(default_factory=time.monotonic)
 
 
@@ -86,6 +94,8 @@ class ModelServers:
         self._offered: dict[str, float] = {}
         self._replicas: dict[str, Replica] = {}
         self._lock = threading.Lock()
+        # Fault for tests: streamed answers stop after this many tokens, the connection cut.
+        self.drop_streams_after: int | None = None
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="model-servers", daemon=True
@@ -123,8 +133,18 @@ class ModelServers:
     def close(self) -> None:
         for key in list(self._replicas):
             self.stop(key)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=5)
+        if self._thread.is_alive():
+            done = asyncio.run_coroutine_threadsafe(self._cancel_connections(), self._loop)
+            done.result(timeout=5)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=5)
+
+    async def _cancel_connections(self) -> None:
+        """End the keep-alive connections still open, so that no task outlives the loop."""
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     def ports(self) -> dict[str, int]:
         with self._lock:
@@ -135,7 +155,7 @@ class ModelServers:
     def _state(self, rep: Replica) -> tuple[float, float]:
         """(running, waiting) of one replica: the model's offered load shared evenly."""
         n = sum(1 for r in self._replicas.values() if r.model == rep.model) or 1
-        share = self._offered.get(rep.model, 0.0) / n
+        share = self._offered.get(rep.model, 0.0) / n + rep.active
         running = min(share, self.queue.capacity)
         return running, max(share - running, 0.0)
 
@@ -176,37 +196,121 @@ class ModelServers:
     async def _listen(self, rep: Replica, port: int) -> int:
         async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             try:
-                line = await asyncio.wait_for(reader.readline(), 5)
-                while (await asyncio.wait_for(reader.readline(), 5)) not in (b"\r\n", b"\n", b""):
+                while await self._one_request(rep, reader, writer):
                     pass
-                path = line.split(b" ")[1].decode() if line.count(b" ") >= 2 else "/"
-                status, ctype, body = self._answer(rep, path)
-                head = (
-                    f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\n"
-                    f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
-                )
-                writer.write(head.encode() + body)
-                await writer.drain()
-            except (OSError, TimeoutError, IndexError):
+            except (OSError, TimeoutError, ValueError, IndexError, asyncio.IncompleteReadError):
                 pass
+            except asyncio.CancelledError:
+                pass  # closing: end quietly (a cancelled handler is logged by asyncio)
             finally:
                 writer.close()
 
         rep.server = await asyncio.start_server(handle, self.host, port)
         return int(rep.server.sockets[0].getsockname()[1])
 
+    async def _one_request(
+        self, rep: Replica, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> bool:
+        """Answer one HTTP/1.1 request; False when the connection is to close."""
+        line = await asyncio.wait_for(reader.readline(), KEEP_ALIVE_S)
+        if not line:
+            return False
+        method, target = line.split(b" ")[:2]
+        headers: dict[bytes, bytes] = {}
+        while (h := await asyncio.wait_for(reader.readline(), 5)) not in (b"\r\n", b"\n", b""):
+            name, _, value = h.partition(b":")
+            headers[name.strip().lower()] = value.strip()
+        body = await reader.readexactly(int(headers.get(b"content-length", b"0")))
+        keep = headers.get(b"connection", b"").lower() != b"close"
+        path = target.decode().split("?")[0]
+        if method == b"POST" and path in bodies.ENDPOINTS:
+            return await self._complete(rep, path, body, writer) and keep
+        status, ctype, payload = self._answer(rep, path)
+        _respond(writer, status, ctype, payload, keep)
+        await writer.drain()
+        return keep
+
+    async def _complete(
+        self, rep: Replica, path: str, raw: bytes, writer: asyncio.StreamWriter
+    ) -> bool:
+        """An OpenAI request, at the pace of the queueing model: the first token after the
+        TTFT the replica's load gives, then one token per inter-token latency."""
+        try:
+            ask = bodies.parse(path, raw, rep.model)
+        except bodies.BadRequest as exc:
+            payload = bodies.error_body(exc.status, str(exc), exc.param)
+            _respond(writer, f"{exc.status} {_REASONS[exc.status]}", JSON, payload, True)
+            await writer.drain()
+            return True
+        with self._lock:
+            self._advance(rep)
+            rep.active += 1
+            ttft, itl = self._pace(rep)
+        try:
+            await asyncio.sleep(ttft)
+            if not ask.stream:
+                if ask.path != bodies.EMBEDDINGS:
+                    await asyncio.sleep(itl * max(ask.max_tokens - 1, 0))
+                _respond(writer, "200 OK", JSON, bodies.whole(ask), True)
+                await writer.drain()
+                return True
+            return await self._stream(ask, itl, writer)
+        finally:
+            with self._lock:
+                self._advance(rep)
+                rep.active -= 1
+
+    async def _stream(self, ask: bodies.Ask, itl: float, writer: asyncio.StreamWriter) -> bool:
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+            b"Transfer-Encoding: chunked\r\nCache-Control: no-cache\r\n\r\n"
+        )
+        events = bodies.Stream(ask)
+        for i in range(ask.max_tokens):
+            if i:
+                await asyncio.sleep(itl)
+            if self.drop_streams_after is not None and i >= self.drop_streams_after:
+                return False  # the replica died mid-answer: no terminating chunk
+            _chunk(writer, events.chunk(i))
+            await writer.drain()
+        _chunk(writer, events.end())
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+        return True
+
+    def _pace(self, rep: Replica) -> tuple[float, float]:
+        """(TTFT, inter-token latency) of a request that arrives now, from the queueing model."""
+        q = self.queue
+        running, waiting = self._state(rep)
+        return q.base_ttft_s + waiting / q.capacity * q.request_s, q.base_itl_s * (
+            1 + 0.5 * running / q.capacity
+        )
+
     def _answer(self, rep: Replica, path: str) -> tuple[str, str, bytes]:
-        path = path.split("?")[0]
         if path == "/health":
             return "200 OK", "text/plain", b""
         if path == "/v1/models":
             data = {"object": "list", "data": [{"id": rep.model, "object": "model"}]}
-            return "200 OK", "application/json", json.dumps(data).encode()
+            return "200 OK", JSON, json.dumps(data).encode()
         if path == "/metrics":
             key = next((k for k, r in self._replicas.items() if r is rep), None)
             if key is not None:
                 return "200 OK", "text/plain; version=0.0.4", self.metrics(key).encode()
         return "404 Not Found", "text/plain", b"not found"
+
+
+def _respond(
+    writer: asyncio.StreamWriter, status: str, ctype: str, body: bytes, keep: bool
+) -> None:
+    head = (
+        f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
+        f"Connection: {'keep-alive' if keep else 'close'}\r\n\r\n"
+    )
+    writer.write(head.encode() + body)
+
+
+def _chunk(writer: asyncio.StreamWriter, data: bytes) -> None:
+    writer.write(b"%x\r\n%s\r\n" % (len(data), data))
 
 
 def _labels(rep: Replica) -> str:

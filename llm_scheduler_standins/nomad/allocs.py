@@ -168,10 +168,13 @@ def service_instances(
             continue
         label = service.get("PortLabel") or ""
         port = ports.get(label)
+        # Nomad's GetAddress (address_mode auto/host): a port label is registered at that
+        # port's HostIP and value; a bare number at "" (Consul then uses the node's address).
+        address = record.address
         if port is not None:
-            number = int(port["Value"])
+            number, address = int(port["Value"]), str(port.get("HostIP") or record.address)
         elif label.isdigit():
-            number = int(label)
+            number, address = int(label), ""
         else:
             number = 0
         meta = {"external-source": "nomad", **(service.get("Meta") or {})}
@@ -181,7 +184,7 @@ def service_instances(
                 name=service["Name"],
                 node_id=record.node.id,
                 node_name=record.node.name,
-                address=record.address,
+                address=address,
                 port=number,
                 tags=tuple(service.get("Tags") or ()),
                 meta={str(k): str(v) for k, v in meta.items()},
