@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable
-from functools import cache
-from importlib import resources
 from importlib.metadata import entry_points
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -31,10 +28,6 @@ DEMAND_SOURCES = "llm_scheduler.demand_sources"
 TEMPLATES = "llm_scheduler.templates"
 
 log = structlog.get_logger("llm-scheduler.plugins")
-
-
-class TemplateError(Exception):
-    """A runtime's jobspec template is missing or unreadable."""
 
 
 def load_group(group: str) -> dict[str, Any]:
@@ -237,34 +230,3 @@ def demand_source(config: ServiceConfig) -> DemandSource:
         raise ValueError(f"unknown demand source {name!r}; known: {known}")
     source: DemandSource = factories[name](config)
     return source
-
-
-@cache
-def _template_plugins() -> dict[str, Any]:
-    """Template entry points, scanned once: a scan of every installed distribution costs
-    milliseconds, too much for each start (the files they name are still read each time)."""
-    return load_group(TEMPLATES)
-
-
-def template_text(runtime: str, jobspec_dir: str | None = None) -> tuple[str, str]:
-    """(where it came from, HCL text) of the jobspec for `runtime`: the operator's
-    jobspec_dir wins, then a `llm_scheduler.templates` plugin, then the one shipped inside
-    the package (scheduler/data/jobspecs/, read through importlib.resources so a wheel
-    install finds it). TemplateError when none is found or it cannot be read."""
-    name = f"{runtime}.nomad.hcl"
-    try:
-        if jobspec_dir:
-            candidate = Path(jobspec_dir) / name
-            if candidate.is_file():
-                return str(candidate), candidate.read_text(encoding="utf-8")
-        extra = _template_plugins()
-        if runtime in extra:
-            path = Path(str(extra[runtime]))
-            return str(path), path.read_text(encoding="utf-8")
-        shipped = resources.files("scheduler") / "data" / "jobspecs" / name
-        if shipped.is_file():
-            return f"scheduler/data/jobspecs/{name}", shipped.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TemplateError(f"jobspec template for runtime {runtime!r} unreadable: {exc}") from exc
-    where = f" in {jobspec_dir} or" if jobspec_dir else ""
-    raise TemplateError(f"no jobspec template for runtime {runtime!r}{where} in the package")

@@ -13,7 +13,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from scheduler.adapters.nomad_jobs import OwnedJob, alloc_devices
+from scheduler.adapters.nomad_allocs import alloc_devices
+from scheduler.adapters.nomad_jobs import OwnedJob
 from scheduler.core.models import Node, Shard
 
 REFUSAL_HOLD_S = 600  # how long a refused spot is kept out of placements

@@ -25,10 +25,10 @@ import json
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 
 from scheduler.adapters.interning import intern
-from scheduler.core.models import Model, Node, Profile, Replica, Shard, StartAction, rfc3339
+from scheduler.core.models import Model, Node, Profile, Shard, StartAction, rfc3339
 from scheduler.serving.argv import Wiring, shard_command
 
 MODEL_META = "llm_scheduler_model"
@@ -40,7 +40,6 @@ SHARD_META = "llm_scheduler_shard"
 # Digest of what the replica runs: compared with the model's current one for rolling updates.
 SPEC_META = "llm_scheduler_spec"
 MHZ_PER_CORE = 1000
-TERMINAL_CLIENT = {"complete", "failed", "lost"}
 
 
 class JobShapeError(ValueError):
@@ -215,57 +214,82 @@ def build_job(
             "the other shards to"
         )
     rdzv = rendezvous_port(jid) if nnodes > 1 else 0
-    job["TaskGroups"] = []
-    for i, shard in enumerate(action.shards):
-        group = copy.deepcopy(groups[0])
-        group["Name"] = f"shard-{i}"
-        group["Count"] = 1
-        group["Meta"] = {**(group.get("Meta") or {}), SHARD_META: str(i)}
-        group["Update"] = {**(group.get("Update") or {}), "MaxParallel": 0}
-        group["Constraints"] = [
-            *(group.get("Constraints") or []),
-            {"LTarget": "${node.unique.id}", "RTarget": shard.node, "Operand": "="},
-        ]
-        hold_on_drain(group)
-        wiring = Wiring(i, nnodes, head.address if head else "", rdzv)
-        cmd = shard_command(model, profile, wiring)
-        task = group["Tasks"][0]
-        config = dict(task.get("Config") or {})
-        config.pop("entrypoint", None)  # vLLM: the image's `vllm serve`; SGLang: none
-        config.pop("command", None)
-        if cmd.command:
-            config["command"] = cmd.command
-        config["args"] = cmd.args
-        if "shm_size" not in config:
-            # PyTorch workers (tensor parallel) share memory: Docker's 64 MB /dev/shm is too
-            # small, so a template that sets neither gets the host's IPC namespace.
-            config.setdefault("ipc_mode", "host")
-        task["Config"] = config
-        task["Env"] = {**(task.get("Env") or {}), **cmd.env}
-        if nnodes > 1:
-            _host_network(group, task, rdzv if i == 0 else 0)
-        if not cmd.serves_http:
-            _services_off(group)  # headless ranks: no HTTP server, no check to pass
-        _load_grace(group, model.load_grace_s * NS_PER_S)
-        res = task.setdefault("Resources", {}) or {}
-        task["Resources"] = res
-        res["CPU"] = max(int(profile.cpu_cores * MHZ_PER_CORE), 100)
-        res["MemoryMB"] = max(int(profile.memory_gb * 1024), 256)
-        res["Devices"] = [
-            {
-                "Name": _device_names(nodes, shard),
-                "Count": len(shard.gpus),
-                "Constraints": [
-                    {
-                        "LTarget": "${device.ids}",
-                        "RTarget": ",".join(shard.gpus),
-                        "Operand": "set_contains_any",
-                    }
-                ],
-            }
-        ]
-        job["TaskGroups"].append(group)
+    job["TaskGroups"] = [
+        _shard_group(
+            groups[0],
+            model,
+            profile,
+            nodes,
+            shard,
+            Wiring(i, nnodes, head.address if head else "", rdzv),
+        )
+        for i, shard in enumerate(action.shards)
+    ]
     return job
+
+
+def _shard_group(
+    template_group: dict[str, Any],
+    model: Model,
+    profile: Profile,
+    nodes: dict[str, Node],
+    shard: Shard,
+    wiring: Wiring,
+) -> dict[str, Any]:
+    """Task group `shard-<rank>`, pinned to its node, running its rank's argv on its devices."""
+    i = wiring.rank
+    group = copy.deepcopy(template_group)
+    group["Name"] = f"shard-{i}"
+    group["Count"] = 1
+    group["Meta"] = {**(group.get("Meta") or {}), SHARD_META: str(i)}
+    group["Update"] = {**(group.get("Update") or {}), "MaxParallel": 0}
+    group["Constraints"] = [
+        *(group.get("Constraints") or []),
+        {"LTarget": "${node.unique.id}", "RTarget": shard.node, "Operand": "="},
+    ]
+    hold_on_drain(group)
+    cmd = shard_command(model, profile, wiring)
+    task = group["Tasks"][0]
+    config = dict(task.get("Config") or {})
+    config.pop("entrypoint", None)  # vLLM: the image's `vllm serve`; SGLang: none
+    config.pop("command", None)
+    if cmd.command:
+        config["command"] = cmd.command
+    config["args"] = cmd.args
+    if "shm_size" not in config:
+        # PyTorch workers (tensor parallel) share memory: Docker's 64 MB /dev/shm is too
+        # small, so a template that sets neither gets the host's IPC namespace.
+        config.setdefault("ipc_mode", "host")
+    task["Config"] = config
+    task["Env"] = {**(task.get("Env") or {}), **cmd.env}
+    if wiring.nnodes > 1:
+        _host_network(group, task, wiring.rdzv_port if i == 0 else 0)
+    if not cmd.serves_http:
+        _services_off(group)  # headless ranks: no HTTP server, no check to pass
+    _load_grace(group, model.load_grace_s * NS_PER_S)
+    _resources(task, profile, _device_names(nodes, shard), shard)
+    return group
+
+
+def _resources(task: dict[str, Any], profile: Profile, device: str, shard: Shard) -> None:
+    """The profile's CPU and memory, and exactly the shard's planned devices."""
+    res = task.setdefault("Resources", {}) or {}
+    task["Resources"] = res
+    res["CPU"] = max(int(profile.cpu_cores * MHZ_PER_CORE), 100)
+    res["MemoryMB"] = max(int(profile.memory_gb * 1024), 256)
+    res["Devices"] = [
+        {
+            "Name": device,
+            "Count": len(shard.gpus),
+            "Constraints": [
+                {
+                    "LTarget": "${device.ids}",
+                    "RTarget": ",".join(shard.gpus),
+                    "Operand": "set_contains_any",
+                }
+            ],
+        }
+    ]
 
 
 def hold_on_drain(group: dict[str, Any]) -> None:
@@ -344,87 +368,4 @@ def owned_job(job: dict[str, Any]) -> OwnedJob | None:
         wish=wish,
         checked_groups=frozenset(checked),
         spec=str(meta.get(SPEC_META) or ""),
-    )
-
-
-def alloc_terminal(alloc: dict[str, Any]) -> bool:
-    """Gone for good: stopped or evicted by the server, or finished on the client."""
-    return alloc.get("ClientStatus") in TERMINAL_CLIENT or alloc.get("DesiredStatus") in (
-        "stop",
-        "evict",
-    )
-
-
-def alloc_live(alloc: dict[str, Any]) -> bool:
-    return alloc.get("ClientStatus") not in TERMINAL_CLIENT and alloc.get("DesiredStatus") == "run"
-
-
-def alloc_devices(alloc: dict[str, Any]) -> list[str]:
-    """The device ids Nomad actually gave the allocation: the truth, not the plan's wish."""
-    ids: list[str] = []
-    tasks = ((alloc.get("AllocatedResources") or {}).get("Tasks")) or {}
-    for task in tasks.values():
-        for dev in (task or {}).get("Devices") or []:
-            ids += [intern(str(x)) for x in dev.get("DeviceIDs") or []]
-    return ids
-
-
-def _ns_time(value: Any) -> datetime | None:
-    if isinstance(value, int) and value > 0:
-        return datetime.fromtimestamp(value / 1e9, tz=UTC)
-    return None
-
-
-def _checked(job: OwnedJob, alloc: dict[str, Any]) -> bool:
-    # A job without any service (an old or odd template) is judged on every allocation.
-    return not job.checked_groups or str(alloc.get("TaskGroup")) in job.checked_groups
-
-
-def replica_from(
-    job: OwnedJob,
-    allocs: list[dict[str, Any]],
-    healthy_allocs: set[str],
-    last_used_at: datetime | None,
-    preempted_for: str | None = None,
-) -> Replica | None:
-    """The replica a job stands for, or None when it is stopped and all its allocations are gone.
-
-    starting: allocations pending, or running without a passing health check (or none yet);
-    running: every shard's allocation running, and healthy where its group has a check (a
-    multi-node replica's headless shards have none); stopping: deregistered, still live.
-    """
-    present = [a for a in allocs if a.get("ClientStatus") not in TERMINAL_CLIENT]
-    live = [a for a in present if alloc_live(a)]
-    if job.stopped and not present:
-        return None
-    state: Literal["starting", "running", "stopping"]
-    if job.stopped:
-        state = "stopping"
-    elif (
-        live
-        and len(live) >= max(len(job.wish), 1)
-        and all(a.get("ClientStatus") == "running" for a in live)
-        and all(a.get("ID") in healthy_allocs for a in live if _checked(job, a))
-    ):
-        state = "running"
-    else:
-        state = "starting"
-    shards = [Shard(node=intern(str(a.get("NodeID"))), gpus=alloc_devices(a)) for a in present]
-    if not shards:
-        shards = list(job.wish)
-    ready_at = None
-    if state == "running":
-        times = [t for t in (_ns_time(a.get("ModifyTime")) for a in live) if t]
-        ready_at = max(times) if times else job.created_at
-    return Replica(
-        id=job.replica,
-        model=job.model,
-        profile=job.profile,
-        state=state,
-        created_at=job.created_at,
-        ready_at=ready_at,
-        last_used_at=last_used_at,
-        preempted_for=preempted_for or job.preempted_for,
-        shards=shards,
-        spec=job.spec,
     )

@@ -103,7 +103,6 @@ def _write_and_report(
 
 
 def _list(kind: str, as_json: bool, prefix: str | None) -> None:
-    from rich.table import Table
 
     from scheduler.core.models import Quota
     from scheduler.ops import catalog_io
@@ -140,6 +139,27 @@ def _list(kind: str, as_json: bool, prefix: str | None) -> None:
             }
         )
         return
+    table = _table(kind, where, items)
+    if items:
+        console.print(table)
+    else:
+        console.print(f"no {kind} under {esc(where)}", highlight=False)
+    for line in errors:
+        err_console.print(f"[yellow]skipped bad value[/] {esc(line)}", highlight=False)
+    if hidden:
+        err_console.print(
+            f"[yellow]warning:[/] Consul hid some keys under {esc(where)} from this token "
+            "(its ACL rules do not let it read them): the list is not complete",
+            highlight=False,
+        )
+
+
+def _table(kind: str, where: str, items: list[Any]) -> Any:
+    """The catalog's models or quotas as a rich table."""
+    from rich.table import Table
+
+    from scheduler.ops.cli_support import esc
+
     if kind == "models":
         table = Table(title=f"models under {esc(where)}")
         for col in ("name", "owner", "class", "min", "max", "target", "on demand", "profiles"):
@@ -160,18 +180,7 @@ def _list(kind: str, as_json: bool, prefix: str | None) -> None:
             table.add_column(col)
         for q in items:
             table.add_row(esc(q.owner), _amount(q.guarantee), _amount(q.limit) if q.limit else "-")
-    if items:
-        console.print(table)
-    else:
-        console.print(f"no {kind} under {esc(where)}", highlight=False)
-    for line in errors:
-        err_console.print(f"[yellow]skipped bad value[/] {esc(line)}", highlight=False)
-    if hidden:
-        err_console.print(
-            f"[yellow]warning:[/] Consul hid some keys under {esc(where)} from this token "
-            "(its ACL rules do not let it read them): the list is not complete",
-            highlight=False,
-        )
+    return table
 
 
 def _amount(amount: Any) -> str:
@@ -187,25 +196,31 @@ def _amount(amount: Any) -> str:
     return ", ".join(parts) or "-"
 
 
+FILE_OPT = typer.Option(
+    ..., "-f", "--file", help="YAML or JSON file (one item, a list, or a seed); - for stdin"
+)
+DRY_OPT = typer.Option(False, "--dry-run", help="validate and show the diff, write nothing")
+JSON_OPT = typer.Option(False, "--json", help="machine-readable output")
+PREFIX_OPT = typer.Option(None, "--prefix", envvar="LLM_SCHEDULER_KV_PREFIX", help=PREFIX_HELP)
+
+
 def register(app: typer.Typer) -> None:
     models = typer.Typer(help="The model catalog in Consul KV.", no_args_is_help=True)
     quotas = typer.Typer(help="Per-owner quotas in Consul KV.", no_args_is_help=True)
     app.add_typer(models, name="models")
     app.add_typer(quotas, name="quotas")
+    _register_models(models)
+    _register_quotas(quotas)
+    _register_schema(app)
 
-    file_opt = typer.Option(
-        ..., "-f", "--file", help="YAML or JSON file (one item, a list, or a seed); - for stdin"
-    )
-    dry_opt = typer.Option(False, "--dry-run", help="validate and show the diff, write nothing")
-    json_opt = typer.Option(False, "--json", help="machine-readable output")
-    prefix_opt = typer.Option(None, "--prefix", envvar="LLM_SCHEDULER_KV_PREFIX", help=PREFIX_HELP)
 
+def _register_models(models: typer.Typer) -> None:
     @models.command("apply")
     def models_apply(
-        file: str = file_opt,
-        dry_run: bool = dry_opt,
-        as_json: bool = json_opt,
-        prefix: str | None = prefix_opt,
+        file: str = FILE_OPT,
+        dry_run: bool = DRY_OPT,
+        as_json: bool = JSON_OPT,
+        prefix: str | None = PREFIX_OPT,
     ) -> None:
         """Validate models from a file, show the diff, and write them with CAS."""
         _guard(lambda: _apply("models", file, dry_run, as_json, prefix), as_json)
@@ -213,34 +228,38 @@ def register(app: typer.Typer) -> None:
     @models.command("delete")
     def models_delete(
         names: list[str] = typer.Argument(..., help="model names"),
-        dry_run: bool = dry_opt,
-        as_json: bool = json_opt,
-        prefix: str | None = prefix_opt,
+        dry_run: bool = DRY_OPT,
+        as_json: bool = JSON_OPT,
+        prefix: str | None = PREFIX_OPT,
     ) -> None:
         """Delete models (CAS, with the diff); the scheduler drains their replicas after
         settings.retire_grace_s."""
         _guard(lambda: _delete(names, dry_run, as_json, prefix))
 
     @models.command("list")
-    def models_list(as_json: bool = json_opt, prefix: str | None = prefix_opt) -> None:
+    def models_list(as_json: bool = JSON_OPT, prefix: str | None = PREFIX_OPT) -> None:
         """List the models in Consul KV."""
         _guard(lambda: _list("models", as_json, prefix), as_json)
 
+
+def _register_quotas(quotas: typer.Typer) -> None:
     @quotas.command("apply")
     def quotas_apply(
-        file: str = file_opt,
-        dry_run: bool = dry_opt,
-        as_json: bool = json_opt,
-        prefix: str | None = prefix_opt,
+        file: str = FILE_OPT,
+        dry_run: bool = DRY_OPT,
+        as_json: bool = JSON_OPT,
+        prefix: str | None = PREFIX_OPT,
     ) -> None:
         """Validate quotas from a file, show the diff, and write them with CAS."""
         _guard(lambda: _apply("quotas", file, dry_run, as_json, prefix), as_json)
 
     @quotas.command("list")
-    def quotas_list(as_json: bool = json_opt, prefix: str | None = prefix_opt) -> None:
+    def quotas_list(as_json: bool = JSON_OPT, prefix: str | None = PREFIX_OPT) -> None:
         """List the quotas in Consul KV."""
         _guard(lambda: _list("quotas", as_json, prefix), as_json)
 
+
+def _register_schema(app: typer.Typer) -> None:
     @app.command("schema")
     def schema_cmd(
         write: bool = typer.Option(False, "--write", help="regenerate the shipped schema files"),

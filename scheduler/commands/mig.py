@@ -48,26 +48,7 @@ def register(app: typer.Typer) -> None:
         gpu: str = typer.Option(..., "--gpu", help='GPU model, e.g. "NVIDIA H200"'),
     ) -> None:
         """Print the MIG profiles of a GPU model: slices, maximum count, placement starts."""
-        import json
-
-        from scheduler.core.mig_geometry import geometry_for
-
-        geometry = geometry_for(gpu)
-        if geometry is None:
-            typer.echo(f"no MIG geometry is known for GPU {gpu!r}", err=True)
-            raise typer.Exit(1)
-        rows = [
-            {
-                "profile": p.name,
-                "compute_slices": p.compute_slices,
-                "memory_slices": p.memory_slices,
-                "max_count": p.max_count,
-                "starts": list(p.starts),
-            }
-            for p in geometry.profiles
-        ]
-        body = {"geometry": geometry.key, "confirmed": geometry.confirmed, "profiles": rows}
-        typer.echo(json.dumps(body, indent=2))
+        _print_profiles(gpu)
 
     @mig.command("apply")
     def apply_cmd(
@@ -97,3 +78,26 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"{result.gpu} is now {result.layout.describe()}")
         else:
             typer.echo(f"dry run: nothing changed on {result.gpu}; add --apply to do it")
+
+
+def _print_profiles(gpu: str) -> None:
+    import json
+
+    from scheduler.core.mig_geometry import geometry_for
+
+    geometry = geometry_for(gpu)
+    if geometry is None:
+        typer.echo(f"no MIG geometry is known for GPU {gpu!r}", err=True)
+        raise typer.Exit(1)
+    rows = [
+        {
+            "profile": p.name,
+            "compute_slices": p.compute_slices,
+            "memory_slices": p.memory_slices,
+            "max_count": p.max_count,
+            "starts": list(p.starts),
+        }
+        for p in geometry.profiles
+    ]
+    body = {"geometry": geometry.key, "confirmed": geometry.confirmed, "profiles": rows}
+    typer.echo(json.dumps(body, indent=2))

@@ -28,7 +28,8 @@ def consul_client(addr: str | None) -> object:
 
 
 def fake_nvml(fleet: str) -> object:
-    from scheduler.reporter import fake_nvml as fakes
+    from scheduler.reporter import fake_gpus as fakes
+    from scheduler.reporter.fake_nvml import FakeNvml
 
     builders = {
         "h100": fakes.h100_fleet,
@@ -38,7 +39,7 @@ def fake_nvml(fleet: str) -> object:
         "failing": fakes.failing_fleet,
         "missing": list,
     }
-    return fakes.FakeNvml(builders[fleet](), library_missing=fleet == "missing")
+    return FakeNvml(builders[fleet](), library_missing=fleet == "missing")
 
 
 def _say(line: str) -> None:
@@ -68,63 +69,86 @@ def register(app: typer.Typer) -> None:
         ),
     ) -> None:
         """Read this node's GPUs through NVML every few seconds and keep them in Consul KV."""
-        import signal
-        import socket
-        import threading
+        run(node_id, interval, ttl, refresh, prefix, consul_addr, once, fake)
 
-        from scheduler.adapters.kv_layout import KVLayout
-        from scheduler.reporter.probe import NvmlProbe, NvmlUnavailable
-        from scheduler.reporter.writer import MAX_TTL_S, MIN_TTL_S, ReportWriter, run_reporter
 
-        node = node_id or next((os.environ[v] for v in NODE_ID_ENV if os.environ.get(v)), None)
-        if not node and not once:
-            typer.echo(
-                "no node id: pass --node-id (the jobspec passes ${node.unique.id}) "
-                "or set LLM_SCHEDULER_NODE_ID",
-                err=True,
-            )
-            raise typer.Exit(2)
-        if not MIN_TTL_S <= ttl <= MAX_TTL_S:
-            typer.echo(f"--ttl must be between {MIN_TTL_S} and {MAX_TTL_S} seconds", err=True)
-            raise typer.Exit(2)
-        if not 0 < interval < ttl:
-            typer.echo(f"--interval must be more than 0 and less than --ttl ({ttl}s)", err=True)
-            raise typer.Exit(2)
-        if fake is not None and fake not in FAKE_FLEETS:
-            typer.echo(f"--fake-nvml must be one of {', '.join(FAKE_FLEETS)}", err=True)
-            raise typer.Exit(2)
+def _node_or_exit(
+    node_id: str | None, interval: float, ttl: int, once: bool, fake: str | None
+) -> str | None:
+    """The node id; exit 2 with one line naming the option when an option is wrong."""
+    from scheduler.reporter.writer import MAX_TTL_S, MIN_TTL_S
 
-        probe = NvmlProbe(
-            node or "unknown",
-            nvml=fake_nvml(fake) if fake else None,
-            hostname=socket.gethostname(),
+    node = node_id or next((os.environ[v] for v in NODE_ID_ENV if os.environ.get(v)), None)
+    if not node and not once:
+        typer.echo(
+            "no node id: pass --node-id (the jobspec passes ${node.unique.id}) "
+            "or set LLM_SCHEDULER_NODE_ID",
+            err=True,
         )
+        raise typer.Exit(2)
+    if not MIN_TTL_S <= ttl <= MAX_TTL_S:
+        typer.echo(f"--ttl must be between {MIN_TTL_S} and {MAX_TTL_S} seconds", err=True)
+        raise typer.Exit(2)
+    if not 0 < interval < ttl:
+        typer.echo(f"--interval must be more than 0 and less than --ttl ({ttl}s)", err=True)
+        raise typer.Exit(2)
+    if fake is not None and fake not in FAKE_FLEETS:
+        typer.echo(f"--fake-nvml must be one of {', '.join(FAKE_FLEETS)}", err=True)
+        raise typer.Exit(2)
+    return node
+
+
+def run(
+    node_id: str | None,
+    interval: float,
+    ttl: int,
+    refresh: float,
+    prefix: str,
+    consul_addr: str | None,
+    once: bool,
+    fake: str | None,
+) -> None:
+    """Read this node's GPUs through NVML every few seconds and keep them in Consul KV."""
+    import signal
+    import socket
+    import threading
+
+    from scheduler.adapters.kv_layout import KVLayout
+    from scheduler.reporter.probe import NvmlProbe, NvmlUnavailable
+    from scheduler.reporter.writer import ReportWriter, run_reporter
+
+    node = _node_or_exit(node_id, interval, ttl, once, fake)
+    probe = NvmlProbe(
+        node or "unknown",
+        nvml=fake_nvml(fake) if fake else None,
+        hostname=socket.gethostname(),
+    )
+    try:
+        probe.open()
+    except NvmlUnavailable as err:
+        typer.echo(str(err), err=True)
+        raise typer.Exit(1) from None
+    if once:
         try:
-            probe.open()
-        except NvmlUnavailable as err:
-            typer.echo(str(err), err=True)
-            raise typer.Exit(1) from None
-        if once:
-            try:
-                typer.echo(probe.read().model_dump_json(indent=2))
-            finally:
-                probe.close()
-            return
+            typer.echo(probe.read().model_dump_json(indent=2))
+        finally:
+            probe.close()
+        return
 
-        assert node is not None
-        key = KVLayout(prefix).node_gpus_key(node)
-        writer = ReportWriter(
-            consul_client(consul_addr),
-            key,
-            ttl_s=ttl,
-            session_name=f"llm-scheduler-gpu-reporter {node}",
-            refresh_s=refresh,
-            log=_say,
-        )
-        stop = threading.Event()
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                signal.signal(sig, lambda *_: stop.set())
-        _say(f"writing {key} every {interval:g}s (session ttl {ttl}s)")
-        run_reporter(probe, writer, interval_s=interval, stop=stop, log=_say)
-        _say("stopped; session destroyed, record removed")
+    assert node is not None
+    key = KVLayout(prefix).node_gpus_key(node)
+    writer = ReportWriter(
+        consul_client(consul_addr),
+        key,
+        ttl_s=ttl,
+        session_name=f"llm-scheduler-gpu-reporter {node}",
+        refresh_s=refresh,
+        log=_say,
+    )
+    stop = threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.set())
+    _say(f"writing {key} every {interval:g}s (session ttl {ttl}s)")
+    run_reporter(probe, writer, interval_s=interval, stop=stop, log=_say)
+    _say("stopped; session destroyed, record removed")

@@ -15,7 +15,14 @@ import ctypes
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.core.mig_geometry import Layout, LayoutError, geometry_for, plan_layout
+from scheduler.core.mig_geometry import (
+    GpuGeometry,
+    Layout,
+    LayoutError,
+    PlacedInstance,
+    geometry_for,
+    plan_layout,
+)
 from scheduler.reporter.probe import NVML_MISSING, mig_profile_from_name
 
 # Compute-instance profile enum for a GPU instance of N compute slices (one CI spans the GI).
@@ -109,6 +116,15 @@ def _apply(nvml: Any, index: int, want: dict[str, int], apply: bool) -> ApplyRes
             f"MIG mode is off on {label}: enable it first with `nvidia-smi -i {index} -mig 1`"
         )
     devices = _existing_devices(nvml, handle)
+    _require_idle(nvml, handle, devices, label)
+    result = ApplyResult(gpu=label, layout=planned, applied=apply)
+    _destroy(nvml, handle, devices, result)
+    for instance in planned.instances:
+        _create(nvml, handle, geometry, instance, label, result)
+    return result
+
+
+def _require_idle(nvml: Any, handle: Any, devices: list[Any], label: str) -> None:
     busy = [
         _text(nvml.nvmlDeviceGetUUID(d))
         for d in devices
@@ -119,7 +135,11 @@ def _apply(nvml: Any, index: int, want: dict[str, int], apply: bool) -> ApplyRes
             f"{label} is not idle: processes run on {', '.join(busy) or 'it'}; "
             "drain its replicas before re-partitioning"
         )
-    result = ApplyResult(gpu=label, layout=planned, applied=apply)
+
+
+def _destroy(nvml: Any, handle: Any, devices: list[Any], result: ApplyResult) -> None:
+    """Every MIG device the GPU has now goes (only said, without --apply)."""
+    apply = result.applied
     verb = "" if apply else "would "
     for device in devices:
         uuid = _text(nvml.nvmlDeviceGetUUID(device))
@@ -132,28 +152,39 @@ def _apply(nvml: Any, index: int, want: dict[str, int], apply: bool) -> ApplyRes
             )
             nvml.nvmlComputeInstanceDestroy(ci)
             nvml.nvmlGpuInstanceDestroy(gi)
-    for instance in planned.instances:
-        spec = geometry.profile(instance.profile)
-        assert spec is not None
-        result.steps.append(
-            f"{verb}create GPU instance {instance.profile} at memory slices "
-            f"{instance.start}-{instance.start + instance.size - 1} with one compute instance"
+
+
+def _create(
+    nvml: Any,
+    handle: Any,
+    geometry: GpuGeometry,
+    instance: PlacedInstance,
+    label: str,
+    result: ApplyResult,
+) -> None:
+    """One planned GPU instance with one compute instance (only said, without --apply)."""
+    apply = result.applied
+    verb = "" if apply else "would "
+    spec = geometry.profile(instance.profile)
+    assert spec is not None
+    result.steps.append(
+        f"{verb}create GPU instance {instance.profile} at memory slices "
+        f"{instance.start}-{instance.start + instance.size - 1} with one compute instance"
+    )
+    if not apply:
+        return
+    info = nvml.nvmlDeviceGetGpuInstanceProfileInfo(handle, getattr(nvml, spec.nvml_enum))
+    try:
+        gi = nvml.nvmlDeviceCreateGpuInstanceWithPlacement(
+            handle, info.id, _placement(nvml, instance.start, instance.size)
         )
-        if not apply:
-            continue
-        info = nvml.nvmlDeviceGetGpuInstanceProfileInfo(handle, getattr(nvml, spec.nvml_enum))
-        try:
-            gi = nvml.nvmlDeviceCreateGpuInstanceWithPlacement(
-                handle, info.id, _placement(nvml, instance.start, instance.size)
-            )
-        except nvml.NVMLError as err:
-            raise MigApplyError(
-                f"creating {instance.profile} at slice {instance.start} on {label} failed: {err} "
-                "(a GPU instance without a compute instance may remain: `nvidia-smi mig -lgi`)"
-            ) from err
-        ci_enum = getattr(nvml, CI_PROFILE_BY_SLICES[spec.compute_slices])
-        ci_info = nvml.nvmlGpuInstanceGetComputeInstanceProfileInfo(
-            gi, ci_enum, nvml.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED
-        )
-        nvml.nvmlGpuInstanceCreateComputeInstance(gi, ci_info.id)
-    return result
+    except nvml.NVMLError as err:
+        raise MigApplyError(
+            f"creating {instance.profile} at slice {instance.start} on {label} failed: {err} "
+            "(a GPU instance without a compute instance may remain: `nvidia-smi mig -lgi`)"
+        ) from err
+    ci_enum = getattr(nvml, CI_PROFILE_BY_SLICES[spec.compute_slices])
+    ci_info = nvml.nvmlGpuInstanceGetComputeInstanceProfileInfo(
+        gi, ci_enum, nvml.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED
+    )
+    nvml.nvmlGpuInstanceCreateComputeInstance(gi, ci_info.id)

@@ -13,12 +13,10 @@ the same thing twice, nor gives its devices to someone else.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 from typing import Any
@@ -26,57 +24,19 @@ from typing import Any
 import structlog
 from opentelemetry import trace
 
+from scheduler.adapters.job_maker import JobMaker, ModelUnservable
 from scheduler.adapters.nomad_api import NomadAPI, NomadError
-from scheduler.adapters.nomad_jobs import (
-    JobShapeError,
-    build_job,
-    job_id,
-    owned_job,
-    template_variables,
-)
+from scheduler.adapters.nomad_jobs import JobShapeError, job_id, owned_job
 from scheduler.adapters.snapshot_builder import ClusterView
-from scheduler.core.models import Model, Plan, Replica, Snapshot, StartAction, StopAction
-from scheduler.plugins import TemplateError, template_text
-from scheduler.serving.argv import RenderError
+from scheduler.core.models import Model, Plan, Snapshot, StartAction, StopAction
+from scheduler.service.in_flight import Pending, Written, overlaid
+from scheduler.service.unservable import Unservable
 
 log = structlog.get_logger("llm-scheduler.act")
 tracer = trace.get_tracer("llm-scheduler")
 
 FAILED_MARK = "replica"  # errors that report a failed replica, not a failed call
 ActionHook = Callable[[StartAction | StopAction, bool, str | None], None]
-# A model whose template or serve spec is broken is retried after this, doubling up to the max.
-TEMPLATE_BACKOFF_MIN_S = 30.0
-TEMPLATE_BACKOFF_MAX_S = 900.0
-
-
-class ModelUnservable(Exception):
-    """The model's job cannot be made (missing or broken template, unrenderable serve spec):
-    permanent until the catalog or the template changes, so it is retried only with backoff."""
-
-
-@dataclass
-class _Broken:
-    error: str
-    delay_s: float
-    retry_at: float
-    fingerprint: str  # the model as it was: an edited model is tried again at once
-
-
-def _fingerprint(model: Model) -> str:
-    return hashlib.sha256(model.model_dump_json().encode()).hexdigest()
-
-
-@dataclass
-class _Pending:
-    action: StartAction | StopAction
-    done_at: float | None = None  # time.monotonic() when its Nomad call returned
-    # The Nomad index its write was made at (the answer's JobModifyIndex); 0 when it wrote
-    # nothing (skipped), None when the call failed: it may or may not have been applied.
-    index: int | None = None
-
-
-# What a job's register or stop answered: the index of its write (see _Pending.index).
-Written = int | None
 
 
 class Actuator:
@@ -96,17 +56,15 @@ class Actuator:
         # which then need not read it back).
         self.on_registered = on_registered
         self.namespace = namespace
-        self.images = images
-        self.jobspec_dir = jobspec_dir
+        self.jobs = JobMaker(nomad, namespace=namespace, images=images, jobspec_dir=jobspec_dir)
         self.clock = clock
-        self._templates: dict[str, dict[str, Any]] = {}
-        self._broken: dict[str, _Broken] = {}  # model -> why its jobs cannot be made
+        self.unservable = Unservable()
         self.preempted: dict[str, str] = {}  # replica -> the model it was stopped for
         self.errors: dict[str, str] = {}  # model -> its last action error
         # workers=0: every action inline, in the pass (one-shot commands).
         self._pool = ThreadPoolExecutor(workers, "act") if workers > 0 else None
         self._lock = threading.Lock()
-        self._pending: dict[str, _Pending] = {}  # replica id -> its action
+        self._pending: dict[str, Pending] = {}  # replica id -> its action
         self._purging: set[str] = set()
         self._futures: set[Future[None]] = set()
         self._finished = 0  # work items done so far (actions and purges)
@@ -132,30 +90,7 @@ class Actuator:
                 if shown or p.done_at < read_started:
                     del self._pending[rid]  # the read saw its effect
             pending = {rid: p.action for rid, p in self._pending.items()}
-        if not pending:
-            return snapshot
-        replicas = []
-        seen: set[str] = set()
-        for rep in snapshot.replicas:
-            seen.add(rep.id)
-            action = pending.get(rep.id)
-            if isinstance(action, StopAction) and rep.state != "stopping":
-                update = {"state": "stopping", "preempted_for": action.preempted_for}
-                rep = rep.model_copy(update=update)
-            replicas.append(rep)
-        for rid, action in sorted(pending.items()):
-            if isinstance(action, StartAction) and rid not in seen:
-                replicas.append(
-                    Replica(
-                        id=rid,
-                        model=action.model,
-                        profile=action.profile,
-                        state="starting",
-                        created_at=snapshot.now,
-                        shards=action.shards,
-                    )
-                )
-        return snapshot.model_copy(update={"replicas": replicas})
+        return overlaid(snapshot, pending)
 
     def quiet_mark(self) -> int | None:
         """How many work items have finished, or None while any is queued, running, or done
@@ -220,7 +155,7 @@ class Actuator:
         with self._lock:
             if action.replica in self._pending:
                 return False
-            self._pending[action.replica] = _Pending(action)
+            self._pending[action.replica] = Pending(action)
             return True
 
     def forget(self, live_replicas: set[str], models: set[str]) -> None:
@@ -235,59 +170,10 @@ class Actuator:
         with self._lock:
             self.preempted = {**marks, **self.preempted}
 
-    def _template(self, model: Model) -> dict[str, Any]:
-        """The parsed template for the model's runtime and image; ModelUnservable when there
-        is none, it does not parse, or the model says nothing about what to serve."""
-        if model.serve is None:
-            raise ModelUnservable("serve: missing; the model says nothing about what to serve")
-        runtime = model.serve.runtime
-        image = model.serve.image or self.images.get(runtime, "")
-        try:
-            origin, text = template_text(runtime, self.jobspec_dir)
-        except TemplateError as exc:
-            raise ModelUnservable(str(exc)) from exc
-        variables = template_variables(model, image)
-        key = hashlib.sha256(f"{origin}\0{text}\0{variables}".encode()).hexdigest()
-        cached = self._templates.get(key)
-        if cached is None:
-            try:
-                cached = self.nomad.parse(text, variables)
-            except NomadError as exc:
-                if exc.status is not None and 400 <= exc.status < 500:
-                    raise ModelUnservable(f"template {origin}: {exc}") from exc
-                raise  # Nomad unreachable or failing: not the template's fault
-            self._templates[key] = cached
-        return cached
-
-    def _unservable(self, model: Model, error: str) -> None:
-        """Record once, log once, and back off: no new job attempt until retry_at."""
-        fingerprint = _fingerprint(model)
-        known = self._broken.get(model.name)
-        if known is not None and known.fingerprint != fingerprint:
-            known = None  # the model was edited since: a fresh start
-        delay = (
-            TEMPLATE_BACKOFF_MIN_S
-            if known is None
-            else min(known.delay_s * 2, TEMPLATE_BACKOFF_MAX_S)
-        )
-        if known is None or known.error != error:
-            log.error("model_unservable", model=model.name, error=error, retry_in_s=delay)
-        self._broken[model.name] = _Broken(error, delay, self.clock() + delay, fingerprint)
-        self.errors[model.name] = error
-
-    def _backing_off(self, model: Model) -> bool:
-        known = self._broken.get(model.name)
-        return (
-            known is not None
-            and known.fingerprint == _fingerprint(model)
-            and self.clock() < known.retry_at
-        )
-
     def act(self, view: ClusterView, plan: Plan, hook: ActionHook) -> None:
         """Queue the plan's actions (stops first) and return; workers carry them out."""
         models = {m.name: m for m in view.snapshot.models}
-        for gone in set(self._broken) - set(models):
-            del self._broken[gone]  # deleted from the catalog: forget its backoff
+        self.unservable.keep_only(set(models))
         owners = {m.name: m.owner for m in view.snapshot.models}
         failed = self._fail(view, hook)
         # A model's starts wait for its stops of the same plan (a rolling update stops the
@@ -400,21 +286,12 @@ class Actuator:
         jid = job_id(action.model, action.replica)
         if model is None:
             return 0
-        if self._backing_off(model):
+        if self.unservable.backing_off(model, self.clock()):
             return 0  # its error stands in its status; retried when the backoff ends
         if action.replica in view.jobs:
             log.info("start_skipped", job=jid, reason="replica already has a job")
             return 0
-        profile = model.profile(action.profile)
-        attrs: dict[str, Any] = {
-            "model": action.model,
-            "class": model.class_,
-            "replica": action.replica,
-            "profile": action.profile,
-            "gpus": sum(len(s.gpus) for s in action.shards),
-            "mig": bool(profile and profile.is_mig),
-        }
-        with tracer.start_as_current_span("place", attributes=attrs):
+        with tracer.start_as_current_span("place", attributes=_place_attributes(model, action)):
             try:
                 # Listed ids come from this pass's read; a job registered since by another
                 # scheduler is excluded by the leader lock.
@@ -423,39 +300,38 @@ class Actuator:
                 if existing and (mine is None or not mine.stopped):
                     log.info("start_skipped", job=jid, reason="job already registered")
                     return 0
-                job = build_job(
-                    self._template(model),
-                    model,
-                    action,
-                    {n.id: n for n in view.snapshot.nodes},
-                    view.snapshot.now,
-                    self.namespace,
-                )
+                nodes = {n.id: n for n in view.snapshot.nodes}
+                job = self.jobs.make(model, action, nodes, view.snapshot.now)
                 with tracer.start_as_current_span("nomad.register", attributes={"job": jid}):
                     answer = self.nomad.register(job)
-            except (ModelUnservable, RenderError) as exc:
-                self._unservable(model, str(exc))
+            except ModelUnservable as exc:
+                self.unservable.record(model, str(exc), self.clock())
+                self.errors[model.name] = str(exc)
                 hook(action, False, str(exc))
                 return 0
-            except JobShapeError as exc:
+            except (JobShapeError, NomadError) as exc:
                 with self._lock:
                     self.errors[action.model] = f"start {action.replica}: {exc}"
                 log.error("start_failed", job=jid, model=action.model, error=str(exc))
                 hook(action, False, str(exc))
-                return 0
-            except NomadError as exc:
-                with self._lock:
-                    self.errors[action.model] = f"start {action.replica}: {exc}"
-                log.error("start_failed", job=jid, model=action.model, error=str(exc))
-                hook(action, False, str(exc))
-                return None
-        written = _write_index(answer)
+                # A failed Nomad call may have been applied; a job that cannot be written not.
+                return None if isinstance(exc, NomadError) else 0
+        return self._started(jid, job, action, _write_index(answer), hook)
+
+    def _started(
+        self,
+        jid: str,
+        job: dict[str, Any],
+        action: StartAction,
+        written: Written,
+        hook: ActionHook,
+    ) -> Written:
         if written and self.on_registered is not None:
             self.on_registered(job, written)
         with self._lock:
             if not self.errors.get(action.model, "").startswith(FAILED_MARK):
                 self.errors.pop(action.model, None)  # a failed replica stays reported
-            self._broken.pop(action.model, None)
+            self.unservable.healed(action.model)
         log.info(
             "started",
             job=jid,
@@ -466,6 +342,18 @@ class Actuator:
         )
         hook(action, True, None)
         return written
+
+
+def _place_attributes(model: Model, action: StartAction) -> dict[str, Any]:
+    profile = model.profile(action.profile)
+    return {
+        "model": action.model,
+        "class": model.class_,
+        "replica": action.replica,
+        "profile": action.profile,
+        "gpus": sum(len(s.gpus) for s in action.shards),
+        "mig": bool(profile and profile.is_mig),
+    }
 
 
 def _write_index(answer: Any) -> Written:

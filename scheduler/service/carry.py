@@ -20,11 +20,15 @@ When in doubt the service does the full pass.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from datetime import datetime
 
-from scheduler.adapters.snapshot_builder import ClusterView
+from scheduler.adapters.snapshot_builder import ClusterView, SnapshotBuilder
+from scheduler.core.calm import calm_until
 from scheduler.core.models import Plan
+from scheduler.demand.kv import KVDemandSource
+from scheduler.service.watch import BlockingWatch
 
 
 @dataclass(frozen=True)
@@ -76,3 +80,30 @@ class CarryOver:
             return None
         self.carried += 1
         return kept
+
+
+def watched_inputs(
+    watches: list[BlockingWatch], max_age: float, leader: tuple[bool, int], mark: int | None
+) -> Inputs | None:
+    """What the next view rests on besides the listings, or None when some of it cannot be
+    vouched for: no watches (one-shot use), a watch failing or stale, the actuator busy."""
+    if not watches or mark is None:
+        return None
+    now = time.monotonic()
+    if any(w.last_error is not None or now - w.last_ok > max_age for w in watches):
+        return None
+    return Inputs(watches=tuple((w.name, w.version) for w in watches), leader=leader, actuator=mark)
+
+
+def kept_if_quiet(
+    view: ClusterView, plan: Plan, inputs: Inputs, builder: SnapshotBuilder
+) -> Kept | None:
+    """A quiet pass, kept for the next ones until the clock could change its plan."""
+    if (
+        not quiet(view, plan)
+        or builder.signal_source is not None  # read each pass: unknown until read
+        or not isinstance(builder.demand_source, KVDemandSource)
+    ):
+        return None
+    until = earliest(calm_until(view.snapshot, plan), builder.expires(view.snapshot))
+    return Kept(view, plan, inputs, until)

@@ -34,42 +34,31 @@ from typing import Any
 import structlog
 from opentelemetry import trace
 
-from scheduler.adapters.catalog import GENERAL
-from scheduler.adapters.consul_kv import CONSUL_ERRORS, ConsulError, make_consul
-from scheduler.adapters.kv_layout import KVLayout
-from scheduler.adapters.nomad_api import NomadAPI
+from scheduler.adapters.consul_kv import ConsulError
 from scheduler.adapters.snapshot_builder import (
-    ALLOCATIONS,
-    JOBS,
-    LISTINGS,
-    NODES,
     ClusterView,
-    Listing,
-    Listings,
     ReadFailed,
-    SnapshotBuilder,
 )
-from scheduler.adapters.status_writer import StatusWriter, status_record
-from scheduler.core.calm import calm_until
 from scheduler.core.decide import decide
 from scheduler.core.models import (
     Plan,
-    Replica,
     Snapshot,
     StartAction,
     StopAction,
-    rfc3339,
     to_json,
 )
-from scheduler.demand.kv import KVDemandSource
-from scheduler.plugins import demand_source, placement_plugins, signal_source, take_failures
-from scheduler.service.actuator import Actuator
-from scheduler.service.carry import CarryOver, Inputs, Kept, earliest, quiet
+from scheduler.plugins import placement_plugins, take_failures
+from scheduler.service.carry import CarryOver, Inputs, Kept, kept_if_quiet, watched_inputs
 from scheduler.service.collector import collector_paused
 from scheduler.service.config import ServiceConfig
+from scheduler.service.connect import connect
+from scheduler.service.fresh_reads import destructive, independent_starts
+from scheduler.service.health import health_report
 from scheduler.service.leader import LeaderElection
 from scheduler.service.observer import PassObserver
+from scheduler.service.status_report import status_names, write_status
 from scheduler.service.watch import Backoff, BlockingWatch
+from scheduler.service.watches import make_watches
 
 log = structlog.get_logger("llm-scheduler.service")
 tracer = trace.get_tracer("llm-scheduler")
@@ -79,35 +68,9 @@ class Service:
     def __init__(self, config: ServiceConfig, observers: Sequence[PassObserver] = ()) -> None:
         self.config = config
         self.observers = list(observers)
-        self.layout = KVLayout(config.kv_prefix)
-        host, port, scheme = config.consul_parts()
-        self.consul = make_consul(host, port, scheme, config.consul_token, config.http_keepalive)
-        self.nomad = NomadAPI(
-            config.nomad_base(),
-            token=config.nomad_token,
-            namespace=config.nomad_namespace,
-            region=config.nomad_region,
-            keepalive=config.http_keepalive,
-        )
-        self.builder = SnapshotBuilder(
-            self.nomad,
-            self.consul,
-            self.layout,
-            demand_source=demand_source(config),
-            signal_source=signal_source(config),
-            max_value_bytes=config.max_value_bytes,
-            # A watch answers at least once per wait; an answer older than that is not used.
-            listings=Listings(max_age_s=config.http_timeout(config.watch_wait_s)),
-        )
-        self.actuator = Actuator(
-            self.nomad,
-            namespace=config.nomad_namespace,
-            images={"vllm": config.image_vllm, "sglang": config.image_sglang},
-            jobspec_dir=config.jobspec_dir,
-            workers=config.actuation_workers,
-            on_registered=self.builder.learn,
-        )
-        self.status = StatusWriter(self.consul, self.layout)
+        parts = connect(config)
+        self.layout, self.consul, self.nomad = parts.layout, parts.consul, parts.nomad
+        self.builder, self.actuator, self.status = parts.builder, parts.actuator, parts.status
         self.plugins = placement_plugins()
         # Third-party filters and scorers that raised in the last pass, with the error.
         self.plugins_failing: list[str] = []
@@ -171,6 +134,20 @@ class Service:
             if self._thread is None:
                 self.nomad.close()
 
+    def _watches(self) -> list[BlockingWatch]:
+        listings = self.builder.listings
+        assert listings is not None
+        return make_watches(
+            self.config,
+            self.consul,
+            self.nomad,
+            self.layout,
+            listings,
+            self.trigger,
+            self._stop,
+            self._backoff,
+        )
+
     def backlog(self) -> int:
         return self.actuator.backlog()
 
@@ -200,81 +177,6 @@ class Service:
         return not any(w.thread.is_alive() for w in self.watches)
 
     # ------------------------------------------------------------------ watches
-
-    def _watches(self) -> list[BlockingWatch]:
-        wait = self.config.watch_wait_s
-        margin = self.config.http_margin_s
-        from scheduler.adapters.consul_kv import kv_list
-
-        def kv(prefix: str) -> Any:
-            return lambda index: kv_list(
-                self.consul, prefix, index=index, wait_s=wait, margin_s=margin
-            )[0]
-
-        listings = self.builder.listings
-        assert listings is not None
-
-        def nomad(name: str) -> Any:
-            """Watch one of the snapshot's listings and keep each answer for the next pass."""
-            path, params = LISTINGS[name]
-
-            def fetch(index: int) -> int:
-                asked = time.monotonic()
-                listings.asking(name, asked)
-                try:
-                    body, new = self.nomad.read(
-                        path, params, index=index, wait_s=wait, margin_s=margin
-                    )
-                except Exception:
-                    listings.forget(name)  # the pass reads it, and fails if it cannot
-                    raise
-                listings.put(name, Listing(body, new, asked, time.monotonic()))
-                return new
-
-            return fetch
-
-        def health(index: int) -> int:
-            kwargs: dict[str, Any] = {}
-            if index > 0:
-                kwargs = {"index": index, "wait": f"{int(wait)}s"}
-            try:
-                idx, _ = self.consul.health.state("any", **kwargs)
-            except CONSUL_ERRORS as exc:
-                raise ConsulError(str(exc)) from exc
-            return int(idx or 0)
-
-        def everything(index: int) -> int:
-            """Any key under the prefix, the scheduler's own state and status keys too: the
-            carry-over's guard (it wakes no pass). Keys only, folded at the first "/" below the
-            prefix: a few names, at the index of the whole prefix (Consul's KVSListKeys in
-            agent/consul/state/kvs.go takes the highest ModifyIndex of every key under the
-            prefix, folded or not, or the prefix's tombstones')."""
-            kwargs: dict[str, Any] = {"keys": True, "separator": "/"}
-            if index > 0:
-                kwargs.update(index=index, wait=f"{int(wait)}s")
-            try:
-                idx, _ = self.consul.kv.get(self.layout.prefix, **kwargs)
-            except CONSUL_ERRORS as exc:
-                raise ConsulError(str(exc)) from exc
-            return int(idx or 0)
-
-        sources: dict[str, Any] = {
-            "models": kv(self.layout.models),
-            "quotas": kv(self.layout.quotas),
-            "demand": kv(self.layout.demand),
-            "settings": kv(self.layout.settings),
-            "gpu-reports": kv(self.layout.nodes),
-            NODES: nomad(NODES),
-            ALLOCATIONS: nomad(ALLOCATIONS),
-            JOBS: nomad(JOBS),
-            "consul-health": health,
-        }
-        watches = [
-            BlockingWatch(name, fetch, self.trigger, self._stop, self._backoff())
-            for name, fetch in sources.items()
-        ]
-        watches.append(BlockingWatch(KV_ALL, everything, _nothing, self._stop, self._backoff()))
-        return watches
 
     # ------------------------------------------------------------------ passes
 
@@ -319,29 +221,7 @@ class Service:
 
     def health(self) -> dict[str, Any]:
         """What /healthz answers: ok, the reasons it is not, and whether this instance leads."""
-        now = time.monotonic()
-        reasons: list[str] = []
-        if self.failures_in_a_row >= self.config.unhealthy_after_failures:
-            reasons.append(f"{self.failures_in_a_row} passes in a row failed: {self.last_failure}")
-        stale_after = 2 * self.config.http_timeout(self.config.watch_wait_s)
-        for watch in self.watches:
-            stale = watch.stale_for(now)
-            if stale > stale_after:
-                reasons.append(f"watch {watch.name} stale for {stale:.0f} s: {watch.last_error}")
-        quiet = now - self._last_pass_end
-        if self._running and quiet > 3 * self.config.pass_interval_s + stale_after:
-            reasons.append(f"no pass finished for {quiet:.0f} s")
-        return {
-            "ok": not reasons,
-            "reasons": reasons,
-            "leader": self.leader.is_leader,
-            "passes": self.passes,
-            "failed_passes": self.pass_failures,
-            "failures_in_a_row": self.failures_in_a_row,
-            # Not a reason to restart the scheduler (a plugin's bug stays); reported as it is.
-            "plugins_failing": self.plugins_failing,
-            "last_pass_age_s": round(quiet, 3),
-        }
+        return health_report(self)
 
     def _interval(self) -> float:
         if self.builder.signal_source is None:
@@ -366,7 +246,7 @@ class Service:
             view, plan = decided
             leader = self.leader.is_leader
             span.set_attribute("leader", leader)
-            if leader and view.from_watches and _destructive(view, plan):
+            if leader and view.from_watches and destructive(view, plan):
                 # A watch's answer is complete, but says nothing of whether Nomad can still be
                 # read: stops (and replicas Nomad failed) wait for listings read now, which
                 # fail the pass when Nomad cannot be read. What the plan starts independently
@@ -374,7 +254,7 @@ class Service:
                 span.set_attribute("reread", True)
                 reread = True
                 first = replace(view, faults={}, purgeable=[])
-                self.actuator.act(first, _independent_starts(view, plan), self._action_done)
+                self.actuator.act(first, independent_starts(view, plan), self._action_done)
                 decided = self._decide(time.monotonic(), span)
                 if decided is None:
                     return None
@@ -401,32 +281,19 @@ class Service:
     # ------------------------------------------------------------------ carry-over (issue 15)
 
     def _inputs(self) -> Inputs | None:
-        """What the next view rests on besides the listings, or None when some of it cannot
-        be vouched for: no watches (one-shot use), a watch failing or stale, the actuator busy."""
-        mark = self.actuator.quiet_mark()
-        if not self.watches or mark is None:
-            return None
-        now = time.monotonic()
-        max_age = self.config.http_timeout(self.config.watch_wait_s)
-        if any(w.last_error is not None or now - w.last_ok > max_age for w in self.watches):
-            return None
-        return Inputs(
-            watches=tuple((w.name, w.version) for w in self.watches),
-            leader=(self.leader.is_leader, self._leader_changes),
-            actuator=mark,
+        """What the next view rests on besides the listings (see carry.watched_inputs)."""
+        return watched_inputs(
+            self.watches,
+            self.config.http_timeout(self.config.watch_wait_s),
+            (self.leader.is_leader, self._leader_changes),
+            self.actuator.quiet_mark(),
         )
 
     def _keep(self, view: ClusterView, plan: Plan, inputs: Inputs) -> None:
         """Keep a quiet pass for the next ones, until the clock could change its plan."""
-        builder = self.builder
-        if (
-            not quiet(view, plan)
-            or builder.signal_source is not None  # read each pass: unknown until read
-            or not isinstance(builder.demand_source, KVDemandSource)
-        ):
-            return
-        until = earliest(calm_until(view.snapshot, plan), builder.expires(view.snapshot))
-        self.carry.keep(Kept(view, plan, inputs, until))
+        kept = kept_if_quiet(view, plan, inputs, self.builder)
+        if kept is not None:
+            self.carry.keep(kept)
 
     def _carried_pass(self, kept: Kept, now: datetime, started: float) -> Plan:
         """The kept view and plan stand for this pass: nothing to read, decide, act on or
@@ -497,87 +364,22 @@ class Service:
             self._logged_errors = errors
 
     def _record(self, view: ClusterView, plan: Plan) -> None:
-        stamp = rfc3339(view.snapshot.now)
-        names = {m.name for m in view.snapshot.models} | set(plan.models)
-        names |= {t for t in view.catalog.errors if t != GENERAL}
-        names |= {r.model for r in view.snapshot.replicas}
-        # The state the next pass reads first: whoever sees a status of this pass (a stopped
-        # roll-out, a move) finds the state that goes with it.
-        live = {r.id for r in view.snapshot.replicas}
-        self.actuator.forget(live, names)
-        state = {
-            "holds": {k: v.model_dump(by_alias=True, mode="json") for k, v in plan.holds.items()},
-            "preempted": self.actuator.preempted,
-            "stalled": dict(plan.stalled),  # failed roll-outs (issue 16)
-            "moves": dict(plan.moves),  # replicas being moved -> their replacements
-            "gone": view.gone.to_json(),
-        }
-        self.status.write(self.layout.holds, state, stamp)
-        by_model: dict[str, list[Replica]] = {}
-        for rep in view.snapshot.replicas:
-            by_model.setdefault(rep.model, []).append(rep)
-        records = []
-        for name in sorted(names):
-            errors = view.catalog.errors.get(name, [])
-            action_error = self.actuator.errors.get(name)
-            last_error = "; ".join([*errors, *([action_error] if action_error else [])]) or None
-            record = status_record(plan.models.get(name), by_model.get(name, []), last_error)
-            records.append((self.layout.status_key(name), record))
-        self.status.write_many(records, stamp)
-        general = view.catalog.errors.get(GENERAL, []) + view.warnings
-        self.status.write(
-            self.layout.status_errors,
-            {
-                "errors": general,
-                "last_error": general[-1] if general else None,
-                "advice": list(plan.advice),
-            },
-            stamp,
+        names = status_names(view, plan)
+        self.actuator.forget({r.id for r in view.snapshot.replicas}, names)
+        write_status(
+            self.status,
+            self.layout,
+            view,
+            plan,
+            names,
+            preempted=self.actuator.preempted,
+            action_errors=self.actuator.errors,
         )
-        # A model with no key, no error and nothing left running: its record goes too.
-        for entry in view.kv_entries:
-            key = str(entry.get("Key", ""))
-            if not key.startswith(self.layout.status) or key == self.layout.status_errors:
-                continue
-            name = key[len(self.layout.status) :]
-            if name not in names and self.status.delete(key):
-                log.info("status_removed", model=name, reason="retired: nothing of it is left")
 
     def snapshot_json(self) -> str:
         view = self.builder.build(datetime.now(UTC))
         return to_json(view.snapshot)
 
 
-KV_ALL = "consul-kv"  # the watch of the whole KV prefix (the carry-over's guard)
-
-
 def _utcnow() -> datetime:
     return datetime.now(UTC)
-
-
-def _nothing() -> None:
-    """A watch that wakes no pass."""
-
-
-def _destructive(view: ClusterView, plan: Plan) -> bool:
-    """The plan stops a replica, or Nomad failed one (which the actuator stops)."""
-    return bool(view.faults) or any(isinstance(a, StopAction) for a in plan.actions)
-
-
-def _independent_starts(view: ClusterView, plan: Plan) -> Plan:
-    """The plan's starts that owe nothing to its stops: none of the same model (a roll-out's
-    surge, a move) and none on a node a stop frees (preemption, room made). The others go out
-    with their stops, after them, as the actuator queues a plan."""
-    stops = [a for a in plan.actions if isinstance(a, StopAction)]
-    shards = {r.id: r.shards for r in view.snapshot.replicas}
-    models = {a.model for a in stops}
-    nodes = {s.node for a in stops for s in shards.get(a.replica, [])}
-    nodes |= {s.node for r in view.faults for s in shards.get(r, [])}
-    starts = [
-        a
-        for a in plan.actions
-        if isinstance(a, StartAction)
-        and a.model not in models
-        and not any(s.node in nodes for s in a.shards)
-    ]
-    return plan.model_copy(update={"actions": starts})

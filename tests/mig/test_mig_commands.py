@@ -9,7 +9,8 @@ from typer.testing import CliRunner
 
 from scheduler.cli import app
 from scheduler.core.mig_geometry import Layout
-from scheduler.reporter.fake_nvml import FakeNvml, a100_mig_fleet, h100_fleet
+from scheduler.reporter.fake_gpus import a100_mig_fleet, h100_fleet
+from scheduler.reporter.fake_nvml import FakeNvml
 from scheduler.reporter.mig_apply import MigApplyError, apply_mig_layout
 from scheduler.reporter.probe import NvmlProbe
 

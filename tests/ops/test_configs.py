@@ -128,7 +128,8 @@ def test_reporter_policy_lets_the_reporter_publish_and_nothing_more() -> None:
 
     import consul as consul_lib
     from llm_scheduler_standins.consul import ConsulACL, ConsulStandin, TokenSpec
-    from scheduler.reporter.fake_nvml import FakeNvml, a100_mig_fleet
+    from scheduler.reporter.fake_gpus import a100_mig_fleet
+    from scheduler.reporter.fake_nvml import FakeNvml
     from scheduler.reporter.probe import NvmlProbe
     from scheduler.reporter.writer import ReportWriter
 

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from scheduler.adapters.gpu_reports import apply_reports, records_from_kv
 from scheduler.core.models import GPU, MigSlice, Node
-from scheduler.reporter.fake_nvml import FakeNvml, a100_mig_fleet, failing_fleet, h100_fleet
+from scheduler.reporter.fake_gpus import a100_mig_fleet, failing_fleet, h100_fleet
+from scheduler.reporter.fake_nvml import FakeNvml
 from scheduler.reporter.probe import NvmlProbe
 from scheduler.reporter.record import NodeGpuReport, normalize_pci_bus_id
 
@@ -266,7 +267,7 @@ def test_mig_gpu_without_instances_gets_an_actionable_warning() -> None:
 
 
 def test_fleet_for_node_mirrors_a_nomad_node() -> None:
-    from scheduler.reporter.fake_nvml import fleet_for_node
+    from scheduler.reporter.fake_gpus import fleet_for_node
 
     node = Node(
         id="node-9",

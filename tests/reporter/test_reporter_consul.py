@@ -13,7 +13,8 @@ import pytest
 from scheduler.adapters.gpu_reports import apply_reports, read_reports
 from scheduler.adapters.kv_layout import KVLayout
 from scheduler.commands.reporter import consul_client
-from scheduler.reporter.fake_nvml import FakeNvml, a100_mig_fleet, failing_fleet
+from scheduler.reporter.fake_gpus import a100_mig_fleet, failing_fleet
+from scheduler.reporter.fake_nvml import FakeNvml
 from scheduler.reporter.probe import NvmlProbe
 from scheduler.reporter.record import NodeGpuReport
 from scheduler.reporter.writer import ReportWriter, run_reporter

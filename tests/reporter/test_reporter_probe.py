@@ -9,15 +9,15 @@ import pytest
 from typer.testing import CliRunner
 
 from scheduler.cli import app
-from scheduler.reporter.fake_nvml import (
+from scheduler.reporter.fake_gpus import (
     GIB,
-    FakeNvml,
     a100_fleet,
     a100_mig_fleet,
     failing_fleet,
     h100_fleet,
     h200_fleet,
 )
+from scheduler.reporter.fake_nvml import FakeNvml
 from scheduler.reporter.probe import NvmlProbe, NvmlUnavailable, mig_profile_from_name
 from scheduler.reporter.record import NodeGpuReport, normalize_pci_bus_id
 

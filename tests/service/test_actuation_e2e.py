@@ -20,7 +20,7 @@ from e2e_helpers import (
 
 from llm_scheduler_standins.devcluster import DevCluster
 from llm_scheduler_standins.faults import Faults
-from scheduler.adapters.snapshot_builder import ALLOCATIONS, JOBS, NODES
+from scheduler.adapters.nomad_listings import ALLOCATIONS, JOBS, NODES
 from scheduler.ops.metrics import MetricsObserver
 from scheduler.service.loop import Service
 

@@ -60,10 +60,12 @@ def test_carried_marks_recorded_lazily_read_as_one_mark_a_pass() -> None:
         b.remember(_snapshot(later), _plan(2))
     for s in range(290, 900, 5):
         now = T0 + timedelta(seconds=s)
-        assert _window_view(lazy._marks["m"], now) == _window_view(every._marks["m"], now), s
+        assert _window_view(lazy.memory.marks["m"], now) == _window_view(
+            every.memory.marks["m"], now
+        ), s
     # Without the carried passes' mark, the window would forget the 4 at T0+300 (too early).
-    assert _window_view(lazy._marks["m"], T0 + timedelta(seconds=400))[0] == 4
-    assert len(lazy._marks["m"]) < len(every._marks["m"])
+    assert _window_view(lazy.memory.marks["m"], T0 + timedelta(seconds=400))[0] == 4
+    assert len(lazy.memory.marks["m"]) < len(every.memory.marks["m"])
 
 
 def _kept(until: datetime | None) -> Kept:

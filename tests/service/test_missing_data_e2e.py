@@ -83,13 +83,13 @@ def test_models_delete_retires_after_the_grace_remembered_across_a_restart(
         assert our_jobs(cluster, "llama"), "stopped before the grace"
         wait_for(lambda: not our_jobs(cluster, "llama"), timeout=15, what="the retirement")
         assert time.monotonic() - deleted >= 2.5  # the grace counted from the deletion...
-        assert svc.builder._gone.models.get("llama", datetime.fromisoformat(since)) == (
+        assert svc.builder.memory.gone.models.get("llama", datetime.fromisoformat(since)) == (
             datetime.fromisoformat(since)  # ...as remembered in KV, not from the restart
         )
         wait_for(lambda: status(cluster, "llama") is None, what="the status record removed")
         # Item 7: per-job and per-model memory forgets what is gone (purged job, retired model).
         wait_for(
-            lambda: not any(j.startswith("llm-llama-") for j in svc.builder._job_cache),
+            lambda: not any(j.startswith("llm-llama-") for j in svc.builder.reader.job_cache),
             what="the job cache forgets the purged job",
         )
         assert "llama" not in svc.builder._last_health and "llama" not in svc.actuator.errors

@@ -11,7 +11,8 @@ from datetime import UTC, datetime
 
 from scheduler.adapters.nomad_api import NomadAPI
 from scheduler.core.models import Shard, Snapshot, StartAction
-from scheduler.service.actuator import Actuator, _Pending
+from scheduler.service.actuator import Actuator
+from scheduler.service.in_flight import Pending
 
 NOW = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)
 
@@ -33,7 +34,7 @@ def _in_overlay(act: Actuator, read_at: float, index: int) -> set[str]:
 def test_a_finished_register_stops_counting_once_a_listing_reaches_its_index() -> None:
     act = _actuator()
     asked = time.monotonic()
-    act._pending["r-1"] = _Pending(_start("r-1"), done_at=asked + 1.0, index=40)
+    act._pending["r-1"] = Pending(_start("r-1"), done_at=asked + 1.0, index=40)
     assert _in_overlay(act, asked, 39) == {"r-1"}  # asked for before, and at an older index
     assert act.unsettled_since() == 0.0
     assert _in_overlay(act, asked, 40) == set()  # the listing shows it
@@ -44,7 +45,7 @@ def test_a_failed_register_counts_until_a_listing_asked_for_after_it() -> None:
     act = _actuator()
     asked = time.monotonic()
     done = asked + 1.0
-    act._pending["r-2"] = _Pending(_start("r-2"), done_at=done, index=None)
+    act._pending["r-2"] = Pending(_start("r-2"), done_at=done, index=None)
     assert act.unsettled_since() == done  # the builder then reads instead of a watch's answer
     assert _in_overlay(act, asked, 10**9) == {"r-2"}  # may or may not have been applied
     assert _in_overlay(act, done + 0.1, 0) == set()
@@ -53,6 +54,6 @@ def test_a_failed_register_counts_until_a_listing_asked_for_after_it() -> None:
 
 def test_a_register_in_flight_counts_whatever_the_listing() -> None:
     act = _actuator()
-    act._pending["r-3"] = _Pending(_start("r-3"))
+    act._pending["r-3"] = Pending(_start("r-3"))
     assert _in_overlay(act, time.monotonic() + 60, 10**9) == {"r-3"}
     assert act.backlog() == 1

@@ -9,11 +9,11 @@ from pathlib import Path
 
 from scheduler.adapters.catalog import GENERAL, read_catalog
 from scheduler.adapters.kv_layout import KVLayout
+from scheduler.adapters.nomad_allocs import replica_from
 from scheduler.adapters.nomad_jobs import (
     build_job,
     job_id,
     owned_job,
-    replica_from,
 )
 from scheduler.adapters.nomad_nodes import gpus_from_devices, node_from_nomad
 from scheduler.core.models import GPU, MigSlice, Model, Node, Shard, StartAction

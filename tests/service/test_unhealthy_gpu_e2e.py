@@ -18,7 +18,8 @@ from e2e_helpers import (
 
 from llm_scheduler_standins.devcluster import DevCluster
 from scheduler.commands.reporter import consul_client
-from scheduler.reporter.fake_nvml import FakeNvml, fleet_for_node
+from scheduler.reporter.fake_gpus import fleet_for_node
+from scheduler.reporter.fake_nvml import FakeNvml
 from scheduler.reporter.probe import NvmlProbe
 from scheduler.reporter.writer import ReportWriter
 from scheduler.service.loop import Service

@@ -32,12 +32,12 @@ from serving_helpers import (
     shipped_template,
 )
 
+from scheduler.adapters.nomad_allocs import replica_from
 from scheduler.adapters.nomad_jobs import (
     JobShapeError,
     build_job,
     job_id,
     owned_job,
-    replica_from,
     service_name,
     template_variables,
 )

@@ -8,9 +8,11 @@ import json
 
 from serving_helpers import RUNTIME_FIXTURES, model, render
 
-from scheduler.adapters.nomad_jobs import SPEC_META, owned_job, replica_from, spec_digest, specs_of
+from scheduler.adapters.nomad_allocs import replica_from
+from scheduler.adapters.nomad_jobs import SPEC_META, owned_job, spec_digest, specs_of
 from scheduler.adapters.nomad_nodes import node_from_nomad
-from scheduler.adapters.snapshot_builder import parse_lifecycle, refused_rollouts
+from scheduler.adapters.pass_memory import parse_lifecycle
+from scheduler.adapters.snapshot_merge import refused_rollouts
 
 
 def test_the_spec_digest_is_in_the_job_and_read_back_into_the_replica() -> None:

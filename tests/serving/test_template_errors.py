@@ -17,7 +17,8 @@ from scheduler.adapters.catalog import Catalog
 from scheduler.adapters.nomad_api import NomadAPI
 from scheduler.adapters.snapshot_builder import ClusterView
 from scheduler.core.models import GPU, Model, Node, Shard, Snapshot, StartAction
-from scheduler.service.actuator import TEMPLATE_BACKOFF_MIN_S, Actuator
+from scheduler.service.actuator import Actuator
+from scheduler.service.unservable import TEMPLATE_BACKOFF_MIN_S
 
 FLEET = [
     Node(id="n1", name="a", address="10.0.0.1", cpu_cores=32, memory_gb=256,

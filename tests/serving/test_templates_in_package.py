@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from llm_scheduler_standins.nomad.hcl import parse_job
-from scheduler.plugins import TemplateError, template_text
+from scheduler.adapters.job_maker import TemplateError, template_text
 
 
 @pytest.mark.parametrize("runtime", ["vllm", "sglang"])

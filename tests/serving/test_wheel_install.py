@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 import scheduler
 from scheduler.adapters.nomad_jobs import build_job, template_variables
 from scheduler.core.models import GPU, Model, Node, Shard, StartAction
-from scheduler.plugins import template_text
+from scheduler.adapters.job_maker import template_text
 from scheduler.serving.flags import known_flags
 from llm_scheduler_standins.nomad.hcl import parse_job
 
