@@ -135,6 +135,14 @@ def _count_jobs(nomad_url: str) -> int:
     return sum(1 for s in stubs if not s.get("Stop"))
 
 
+BENCH_MODEL = {
+    "owner": "bench",
+    "scaling": {"min": 0, "max": 2, "target_per_replica": 1},
+    "profiles": [{"name": "one", "gpus": 1}],
+    "serve": {"source": "org/bench-model"},
+}
+
+
 def run(
     n_models: int,
     rates: list[float],
@@ -147,58 +155,24 @@ def run(
     cluster = _Cluster(n_models * 2 + 16, latency_s, standins)
     host, port = cluster.consul_url.removeprefix("http://").split(":")
     kv = py_consul.Consul(host=host, port=int(port)).kv
-    # No scale-down window (issue 18): a down change stops the replica, so that every up
-    # change needs a new job (with the 300 s default a kept replica would answer the next up
-    # of its model, and the lag would be measured to some later registration).
+    # No scale-down window: a down change stops the replica, so that every up change needs a
+    # new job (with the 300 s default a kept replica would answer the next up of its model,
+    # and the lag would be measured to some later registration).
     kv.put(PREFIX + "settings", json.dumps({"eviction_grace_s": 0, "min_lifetime_s": 0,
                                             "preempt_hold_s": 0,
                                             "scale_down_window_s": 0}))  # fmt: skip
     models = [f"m{i:04d}" for i in range(n_models)]
-    model = {
-        "owner": "bench",
-        "scaling": {"min": 0, "max": 2, "target_per_replica": 1},
-        "profiles": [{"name": "one", "gpus": 1}],
-        "serve": {"source": "org/bench-model"},
-    }
     for name in models:
-        kv.put(PREFIX + "models/" + name, json.dumps(model))
+        kv.put(PREFIX + "models/" + name, json.dumps(BENCH_MODEL))
         kv.put(PREFIX + "demand/" + name, json.dumps({"inflight": 1}))
     scheduler = _scheduler(cluster, source, workers)
-    results = []
+    results: list[dict[str, Any]] = []
+    ups: list[tuple[float, str, int]] = []
     try:
-        started = time.perf_counter()
-        while _count_jobs(cluster.nomad_url) < n_models:
-            if time.perf_counter() - started > 900:
-                raise TimeoutError(f"the first {n_models} jobs took more than 900 s")
-            time.sleep(1)
-        warm_up_s = time.perf_counter() - started
-        time.sleep(3)
+        warm_up_s = _warm_up(cluster, n_models)
         level = {m: 1 for m in models}
-        ups: list[tuple[float, str, int]] = []
         for rate in rates:
-            rng = random.Random(f"churn-{rate}")
-            order: list[str] = []
-            start = time.perf_counter()
-            for i in range(int(rate * seconds)):
-                if not order:
-                    order = list(models)
-                    rng.shuffle(order)
-                name = order.pop()
-                level[name] = 3 - level[name]
-                delay = start + i / rate - time.perf_counter()
-                if delay > 0:
-                    time.sleep(delay)
-                written = time.time_ns()
-                kv.put(PREFIX + "demand/" + name, json.dumps({"inflight": level[name]}))
-                if level[name] == 2:
-                    ups.append((rate, name, written))
-            results.append({"rate_per_s": rate, "writes_took_s": time.perf_counter() - start})
-            time.sleep(min(60.0, seconds))  # let the tail land before the next rate
-            for name in models:
-                if level[name] != 1:
-                    level[name] = 1
-                    kv.put(PREFIX + "demand/" + name, json.dumps({"inflight": 1}))
-            time.sleep(10)
+            results.append(_churn(kv, models, level, rate, seconds, ups))
     finally:
         scheduler.send_signal(signal.SIGTERM)
         try:
@@ -207,24 +181,7 @@ def run(
             scheduler.kill()
         regs = cluster.registrations()
     for result in results:
-        lags, missing = [], 0
-        for rate, name, written in ups:
-            if rate != result["rate_per_s"]:
-                continue
-            times = regs.get(name, [])
-            i = bisect.bisect_left(times, written)
-            if i < len(times):
-                lags.append((times[i] - written) / 1e9)
-            else:
-                missing += 1
-        result.update(
-            writes_took_s=round(result["writes_took_s"], 2),
-            ups=len(lags) + missing,
-            ups_not_registered=missing,
-            lag_p50_s=round(_pct(lags, 0.5), 3) if lags else None,
-            lag_p95_s=round(_pct(lags, 0.95), 3) if lags else None,
-            lag_max_s=round(max(lags), 3) if lags else None,
-        )
+        _lags(result, ups, regs)
     return {
         "source": str(source),
         "standins": str(standins),
@@ -236,6 +193,78 @@ def run(
         "rates": results,
         "target": "lag p95 < 2 s at 5 changes/s",
     }
+
+
+def _warm_up(cluster: _Cluster, n_models: int) -> float:
+    """Seconds until every model has its first job (then a little more to settle)."""
+    started = time.perf_counter()
+    while _count_jobs(cluster.nomad_url) < n_models:
+        if time.perf_counter() - started > 900:
+            raise TimeoutError(f"the first {n_models} jobs took more than 900 s")
+        time.sleep(1)
+    warm_up_s = time.perf_counter() - started
+    time.sleep(3)
+    return warm_up_s
+
+
+def _churn(
+    kv: Any,
+    models: list[str],
+    level: dict[str, int],
+    rate: float,
+    seconds: float,
+    ups: list[tuple[float, str, int]],
+) -> dict[str, Any]:
+    """`rate` demand changes a second for `seconds`, each model's in turn (shuffled): up to 2
+    and back to 1. Each up is recorded in `ups` with when it was written."""
+    rng = random.Random(f"churn-{rate}")
+    order: list[str] = []
+    start = time.perf_counter()
+    for i in range(int(rate * seconds)):
+        if not order:
+            order = list(models)
+            rng.shuffle(order)
+        name = order.pop()
+        level[name] = 3 - level[name]
+        delay = start + i / rate - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        written = time.time_ns()
+        kv.put(PREFIX + "demand/" + name, json.dumps({"inflight": level[name]}))
+        if level[name] == 2:
+            ups.append((rate, name, written))
+    result = {"rate_per_s": rate, "writes_took_s": time.perf_counter() - start}
+    time.sleep(min(60.0, seconds))  # let the tail land before the next rate
+    for name in models:
+        if level[name] != 1:
+            level[name] = 1
+            kv.put(PREFIX + "demand/" + name, json.dumps({"inflight": 1}))
+    time.sleep(10)
+    return result
+
+
+def _lags(
+    result: dict[str, Any], ups: list[tuple[float, str, int]], regs: dict[str, list[int]]
+) -> None:
+    """Each up of this rate to its model's next registration."""
+    lags, missing = [], 0
+    for rate, name, written in ups:
+        if rate != result["rate_per_s"]:
+            continue
+        times = regs.get(name, [])
+        i = bisect.bisect_left(times, written)
+        if i < len(times):
+            lags.append((times[i] - written) / 1e9)
+        else:
+            missing += 1
+    result.update(
+        writes_took_s=round(result["writes_took_s"], 2),
+        ups=len(lags) + missing,
+        ups_not_registered=missing,
+        lag_p50_s=round(_pct(lags, 0.5), 3) if lags else None,
+        lag_p95_s=round(_pct(lags, 0.95), 3) if lags else None,
+        lag_max_s=round(max(lags), 3) if lags else None,
+    )
 
 
 def main() -> None:

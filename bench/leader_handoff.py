@@ -102,11 +102,7 @@ def run(kills: int, ttl_s: int, lock_delay_s: int) -> dict[str, Any]:
     try:
         a.wait_up()
         b.wait_up()
-        deadline = time.monotonic() + 60
-        while _jobs(cluster)[0] != 2 or not (a.leads() or b.leads()):
-            if time.monotonic() > deadline:
-                raise TimeoutError("no leader with two replicas")
-            time.sleep(0.2)
+        _wait_for_leader(cluster, a, b)
         baseline_total = _jobs(cluster)[1]
         for sig in [signal.SIGTERM] * kills + [signal.SIGKILL] * kills:
             leader, standby = (a, b) if a.leads() else (b, a)
@@ -136,23 +132,31 @@ def run(kills: int, ttl_s: int, lock_delay_s: int) -> dict[str, Any]:
             except subprocess.TimeoutExpired:
                 s.proc.kill()
         cluster.registrations()
-
-    def stats(values: list[float]) -> dict[str, Any]:
-        if not values:
-            return {}
-        return {
-            "n": len(values),
-            "p50_s": round(_pct(values, 0.5), 2),
-            "max_s": round(max(values), 2),
-        }
-
     return {
         "session_ttl_s": ttl_s,
         "lock_delay_s": lock_delay_s,
         "bound_sigkill_s": 2 * ttl_s + lock_delay_s,
-        "takeover_after_sigterm": stats(results["SIGTERM"]),
-        "takeover_after_sigkill": stats(results["SIGKILL"]),
+        "takeover_after_sigterm": _stats(results["SIGTERM"]),
+        "takeover_after_sigkill": _stats(results["SIGKILL"]),
         "duplicate_or_lost": problems,
+    }
+
+
+def _wait_for_leader(cluster: _Cluster, a: _Scheduler, b: _Scheduler) -> None:
+    deadline = time.monotonic() + 60
+    while _jobs(cluster)[0] != 2 or not (a.leads() or b.leads()):
+        if time.monotonic() > deadline:
+            raise TimeoutError("no leader with two replicas")
+        time.sleep(0.2)
+
+
+def _stats(values: list[float]) -> dict[str, Any]:
+    if not values:
+        return {}
+    return {
+        "n": len(values),
+        "p50_s": round(_pct(values, 0.5), 2),
+        "max_s": round(max(values), 2),
     }
 
 

@@ -21,7 +21,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -267,21 +267,48 @@ def load_core() -> tuple[Decide, ApplyPlan]:
     return decide, apply_plan
 
 
+@dataclass
+class _Tally:
+    """What the instances add up to."""
+
+    ours_r: list[float] = field(default_factory=list)
+    ff_r: list[float] = field(default_factory=list)
+    totals: dict[str, int] = field(
+        default_factory=lambda: {"ours": 0, "first_fit": 0, "optimum": 0}
+    )
+    not_proven: int = 0
+    invalid: list[str] = field(default_factory=list)
+    above_optimum: int = 0
+    worst: list[dict[str, Any]] = field(default_factory=list)
+    t_ours: float = 0.0
+    t_opt: float = 0.0
+    max_passes: int = 0
+
+    def add(self, index: int, mine: dict[str, Any], best: int, proven: bool, ff: int) -> None:
+        self.not_proven += 0 if proven else 1
+        self.max_passes = max(self.max_passes, mine["passes"])
+        if mine["problems"]:
+            self.invalid.append(f"instance {index}: {'; '.join(mine['problems'][:3])}")
+        if mine["placed"] > best:
+            self.above_optimum += 1  # only possible if the plan is invalid or CP-SAT not proven
+        ratio = _ratio(mine["placed"], best)
+        self.ours_r.append(min(1.0, ratio) if proven else ratio)
+        self.ff_r.append(_ratio(ff, best))
+        self.totals["ours"] += mine["placed"]
+        self.totals["first_fit"] += ff
+        self.totals["optimum"] += best
+        if self.ours_r[-1] < 1 - EPS:
+            self.worst.append(
+                {"instance": index, "ours": mine["placed"], "optimum": best, "first_fit": ff}
+            )
+
+
 def run(
     instances: int, seed: int, time_limit_s: float, core: tuple[Decide, ApplyPlan] | None = None
 ) -> dict[str, Any]:
     decide, apply_plan = core or load_core()
-
     rng = random.Random(f"quality-{seed}")
-    ours_r: list[float] = []
-    ff_r: list[float] = []
-    totals = {"ours": 0, "first_fit": 0, "optimum": 0}
-    not_proven = 0
-    invalid: list[str] = []
-    above_optimum = 0
-    worst: list[dict[str, Any]] = []
-    t_ours = t_opt = 0.0
-    max_passes = 0
+    tally = _Tally()
     started = time.perf_counter()
     for index in range(instances):
         inst = random_instance(rng)
@@ -290,51 +317,35 @@ def run(
         t1 = time.perf_counter()
         best, proven, _bound = optimum(inst, time_limit_s)
         t2 = time.perf_counter()
-        t_ours += t1 - t0
-        t_opt += t2 - t1
-        ff = first_fit(inst)
-        not_proven += 0 if proven else 1
-        max_passes = max(max_passes, mine["passes"])
-        if mine["problems"]:
-            invalid.append(f"instance {index}: {'; '.join(mine['problems'][:3])}")
-        if mine["placed"] > best:
-            above_optimum += 1  # only possible if the plan is invalid or CP-SAT not proven
-        ours_r.append(
-            min(1.0, _ratio(mine["placed"], best)) if proven else _ratio(mine["placed"], best)
-        )
-        ff_r.append(_ratio(ff, best))
-        totals["ours"] += mine["placed"]
-        totals["first_fit"] += ff
-        totals["optimum"] += best
-        if ours_r[-1] < 1 - EPS:
-            worst.append(
-                {"instance": index, "ours": mine["placed"], "optimum": best, "first_fit": ff}
-            )
-    worst.sort(key=lambda w: w["ours"] / max(w["optimum"], 1))
+        tally.t_ours += t1 - t0
+        tally.t_opt += t2 - t1
+        tally.add(index, mine, best, proven, first_fit(inst))
+    tally.worst.sort(key=lambda w: w["ours"] / max(w["optimum"], 1))
+    totals = tally.totals
     share = totals["ours"] / totals["optimum"] if totals["optimum"] else 1.0
     return {
         "bench": "quality",
         "seed": seed,
         "instances": instances,
         "cpsat_time_limit_s": time_limit_s,
-        "cpsat_not_proven_optimal": not_proven,
-        "ours_vs_optimum": _summary(ours_r),
-        "first_fit_vs_optimum": _summary(ff_r),
+        "cpsat_not_proven_optimal": tally.not_proven,
+        "ours_vs_optimum": _summary(tally.ours_r),
+        "first_fit_vs_optimum": _summary(tally.ff_r),
         "placed_gpu_demand_total": totals,
         "ours_share_of_optimum_total": round(share, 5),
-        "invalid_plans": len(invalid),
-        "invalid_examples": invalid[:5],
-        "ours_above_optimum": above_optimum,
-        "max_passes_to_converge": max_passes,
-        "worst": worst[:5],
+        "invalid_plans": len(tally.invalid),
+        "invalid_examples": tally.invalid[:5],
+        "ours_above_optimum": tally.above_optimum,
+        "max_passes_to_converge": tally.max_passes,
+        "worst": tally.worst[:5],
         "seconds": {
-            "ours": round(t_ours, 2),
-            "cpsat": round(t_opt, 2),
+            "ours": round(tally.t_ours, 2),
+            "cpsat": round(tally.t_opt, 2),
             "total": round(time.perf_counter() - started, 2),
         },
         "targets": {
             "ours_total_at_least_99pct_of_optimum": share >= 0.99,
-            "ours_mean_ratio_at_least_99pct": statistics.fmean(ours_r) >= 0.99,
+            "ours_mean_ratio_at_least_99pct": statistics.fmean(tally.ours_r) >= 0.99,
         },
     }
 

@@ -108,9 +108,8 @@ def stop_slowly(snap: Snapshot, plan: Plan, advance_s: float) -> Snapshot:
     return started.model_copy(update={"replicas": kept + started.replicas})
 
 
-def replay(max_victims: int, nodes: int, step_s: int, seed: int) -> dict[str, Any]:
-    rng = random.Random(seed)
-    snap = Snapshot.model_validate(
+def _first_snapshot(max_victims: int, nodes: int) -> Snapshot:
+    return Snapshot.model_validate(
         {
             "now": T0.isoformat(),
             "settings": {"max_victims": max_victims},
@@ -122,6 +121,39 @@ def replay(max_victims: int, nodes: int, step_s: int, seed: int) -> dict[str, An
             ],
         }
     )
+
+
+def _demand_at(t: int, now: datetime, rng: random.Random) -> dict[str, dict[str, Any]]:
+    demand = {}
+    for m in MODELS:
+        load = load_at(m["name"], t, rng)
+        demand[m["name"]] = {
+            "inflight": load,
+            **({"last_used": now.isoformat()} if load else {}),
+        }
+    return demand
+
+
+def _count_served(
+    snap: Snapshot, demand: dict[str, dict[str, Any]], served: dict[str, list[float]]
+) -> None:
+    """Add what each owner (and owner/class) was asked and could serve with what runs."""
+    live: dict[str, int] = {}
+    for r in snap.replicas:
+        if r.counts:
+            live[r.model] = live.get(r.model, 0) + 1
+    for name, d in demand.items():
+        load = d["inflight"]
+        carried = min(load, live.get(name, 0) * TARGET[name])
+        for key in (OWNER[name], f"{OWNER[name]}/{CLASS[name]}"):
+            acc = served.setdefault(key, [0.0, 0.0])
+            acc[0] += carried
+            acc[1] += load
+
+
+def replay(max_victims: int, nodes: int, step_s: int, seed: int) -> dict[str, Any]:
+    rng = random.Random(seed)
+    snap = _first_snapshot(max_victims, nodes)
     served: dict[str, list[float]] = {}  # key -> [served, load]
     starts = stops = preemptions = 0
     pairs: set[tuple[str, str]] = set()  # (gave way, preempted for)
@@ -129,13 +161,7 @@ def replay(max_victims: int, nodes: int, step_s: int, seed: int) -> dict[str, An
     for k in range(86400 // step_s):
         t = k * step_s
         now = T0 + timedelta(seconds=t)
-        demand = {}
-        for m in MODELS:
-            load = load_at(m["name"], t, rng)
-            demand[m["name"]] = {
-                "inflight": load,
-                **({"last_used": now.isoformat()} if load else {}),
-            }
+        demand = _demand_at(t, now, rng)
         snap = snap.model_copy(
             update={
                 "demand": Snapshot.model_validate({"now": now.isoformat(), "demand": demand}).demand
@@ -144,17 +170,7 @@ def replay(max_victims: int, nodes: int, step_s: int, seed: int) -> dict[str, An
         began = time.perf_counter()
         plan = decide(snap)
         pass_ms.append((time.perf_counter() - began) * 1000)
-        live: dict[str, int] = {}
-        for r in snap.replicas:
-            if r.counts:
-                live[r.model] = live.get(r.model, 0) + 1
-        for name, d in demand.items():
-            load = d["inflight"]
-            carried = min(load, live.get(name, 0) * TARGET[name])
-            for key in (OWNER[name], f"{OWNER[name]}/{CLASS[name]}"):
-                acc = served.setdefault(key, [0.0, 0.0])
-                acc[0] += carried
-                acc[1] += load
+        _count_served(snap, demand, served)
         for a in plan.actions:
             if isinstance(a, StartAction):
                 starts += 1

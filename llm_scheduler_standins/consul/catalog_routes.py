@@ -15,7 +15,7 @@ from starlette.routing import Route
 
 from llm_scheduler_standins.consul.context import DATACENTER, RouteContext
 from llm_scheduler_standins.consul.httpkit import blocking_query, has_flag, json_response, read_meta
-from llm_scheduler_standins.consul.store import CatalogService
+from llm_scheduler_standins.consul.tables import CatalogService
 
 
 def _node_json(service: CatalogService) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from llm_scheduler_standins.consul.httpkit import (
     json_response,
     read_meta,
 )
-from llm_scheduler_standins.consul.store import KVEntry, StoreError
+from llm_scheduler_standins.consul.tables import KVEntry, StoreError
 
 
 def dir_entry_json(entry: KVEntry, *, with_value: bool = True) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from llm_scheduler_standins.consul.httpkit import (
     json_response,
     read_meta,
 )
-from llm_scheduler_standins.consul.store import Session
+from llm_scheduler_standins.consul.tables import Session
 
 DEFAULT_LOCK_DELAY_NS = 15 * SECOND_NS
 LOCK_DELAY_SECONDS_THRESHOLD = 1000  # smaller numbers are taken as seconds

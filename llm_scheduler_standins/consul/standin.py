@@ -16,7 +16,8 @@ from llm_scheduler_standins.consul.context import DATACENTER, RouteContext
 from llm_scheduler_standins.consul.httpkit import ConsulHTTPError, text_response
 from llm_scheduler_standins.consul.kv_routes import KVRoutes
 from llm_scheduler_standins.consul.session_routes import SessionRoutes
-from llm_scheduler_standins.consul.store import CatalogService, ConsulStore
+from llm_scheduler_standins.consul.store import ConsulStore
+from llm_scheduler_standins.consul.tables import CatalogService
 from llm_scheduler_standins.consul.txn_routes import TxnRoutes
 from llm_scheduler_standins.faults import FaultMiddleware, Faults
 from llm_scheduler_standins.registry import CheckStatus, ServiceInstance, ServiceRegistry

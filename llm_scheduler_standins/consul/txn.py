@@ -12,7 +12,8 @@ from typing import Any
 
 from llm_scheduler_standins.consul.acl import Caller
 from llm_scheduler_standins.consul.kv_routes import dir_entry_json
-from llm_scheduler_standins.consul.store import ConsulStore, KVEntry, KVTable
+from llm_scheduler_standins.consul.store import ConsulStore
+from llm_scheduler_standins.consul.tables import KVEntry, KVTable
 
 WRITE_VERBS = frozenset({"set", "cas", "lock", "unlock", "delete", "delete-tree", "delete-cas"})
 CHECK_VERBS = frozenset({"check-index", "check-session", "check-not-exists"})
@@ -49,10 +50,21 @@ class _Run:
 
     def apply(self, op: KVOp) -> list[dict[str, Any]]:
         """Results for one op; raises ValueError with the What text on failure."""
-        entries = self.table.entries
-        existing = entries.get(op.key)
+        existing = self.table.entries.get(op.key)
+        if op.verb in ("set", "cas", "lock", "unlock"):
+            return [self._put(self._written(op, existing))]
+        if op.verb in ("get", "get-or-empty", "get-tree"):
+            return self._read(op, existing)
+        if op.verb.startswith("check-"):
+            return self._checked(op, existing)
+        if op.verb in ("delete", "delete-tree", "delete-cas"):
+            self._delete(op, existing)
+            return []
+        raise ValueError(f"unknown KV verb {q(op.verb)}")
+
+    def _written(self, op: KVOp, existing: KVEntry | None) -> KVEntry:
         if op.verb == "set":
-            return [self._put(self._set_entry(op, existing))]
+            return self._set_entry(op, existing)
         if op.verb == "cas":
             stale = (
                 existing is not None
@@ -61,27 +73,27 @@ class _Run:
             )
             if stale:
                 raise ValueError(f"failed to set key {q(op.key)}, index is stale")
-            return [self._put(self._set_entry(op, existing))]
+            return self._set_entry(op, existing)
         if op.verb == "lock":
-            return [self._put(self._lock(op, existing))]
-        if op.verb == "unlock":
-            if existing is None or existing.session != op.session:
-                raise ValueError(
-                    f"failed to unlock key {q(op.key)}, lock isn't held, "
-                    "or is held by another session"
-                )
-            entry = replace(
-                existing, value=op.value, flags=op.flags, session="", modify_index=self.index
+            return self._lock(op, existing)
+        if existing is None or existing.session != op.session:
+            raise ValueError(
+                f"failed to unlock key {q(op.key)}, lock isn't held, or is held by another session"
             )
-            return [self._put(entry)]
-        if op.verb in ("get", "get-or-empty"):
-            if existing is None:
-                if op.verb == "get":
-                    raise ValueError(f"key {q(op.key)} doesn't exist")
-                return [dir_entry_json(KVEntry(op.key, b"", 0, 0, "", 0, 0))]
-            return [dir_entry_json(existing)]
+        return replace(
+            existing, value=op.value, flags=op.flags, session="", modify_index=self.index
+        )
+
+    def _read(self, op: KVOp, existing: KVEntry | None) -> list[dict[str, Any]]:
         if op.verb == "get-tree":
             return [dir_entry_json(e) for e in self.table.under(op.key)]
+        if existing is None:
+            if op.verb == "get":
+                raise ValueError(f"key {q(op.key)} doesn't exist")
+            return [dir_entry_json(KVEntry(op.key, b"", 0, 0, "", 0, 0))]
+        return [dir_entry_json(existing)]
+
+    def _checked(self, op: KVOp, existing: KVEntry | None) -> list[dict[str, Any]]:
         if op.verb == "check-index":
             if existing is None:
                 raise ValueError(f"failed to check index, key {q(op.key)} doesn't exist")
@@ -104,19 +116,16 @@ class _Run:
             if existing is not None:
                 raise ValueError(f"key {q(op.key)} exists")
             return []
-        if op.verb == "delete":
-            self.table.delete(op.key, self.index)
-            return []
+        raise ValueError(f"unknown KV verb {q(op.verb)}")
+
+    def _delete(self, op: KVOp, existing: KVEntry | None) -> None:
         if op.verb == "delete-tree":
             for entry in self.table.under(op.key):
                 self.table.delete(entry.key, self.index)
-            return []
-        if op.verb == "delete-cas":
-            if existing is not None and existing.modify_index != op.index:
-                raise ValueError(f"failed to delete key {q(op.key)}, index is stale")
-            self.table.delete(op.key, self.index)
-            return []
-        raise ValueError(f"unknown KV verb {q(op.verb)}")
+            return
+        if op.verb == "delete-cas" and existing is not None and existing.modify_index != op.index:
+            raise ValueError(f"failed to delete key {q(op.key)}, index is stale")
+        self.table.delete(op.key, self.index)
 
     def _set_entry(self, op: KVOp, existing: KVEntry | None) -> KVEntry:
         if existing is None:

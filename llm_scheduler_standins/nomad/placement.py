@@ -17,16 +17,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llm_scheduler_standins.fleet_model import Node
-from llm_scheduler_standins.nomad.attributes import Value, from_attribute
-from llm_scheduler_standins.nomad.constraints import constraint_text, satisfies, split_set
+from llm_scheduler_standins.nomad.constraints import constraint_text, satisfies
+from llm_scheduler_standins.nomad.device_matching import (
+    affinity_score,
+    candidates,
+    group_matches,
+    instance_allowed,
+)
 from llm_scheduler_standins.nomad.fingerprint import DeviceGroup
 
 MISSING_DEVICES = "missing devices"
 NO_DEVICES_MATCH = "devices: no devices match request"
 ZERO_DEVICES = "devices: invalid request of zero devices"
 PORT_RANGE = (20000, 32000)
-_ID_OPERANDS_IN = {"=", "==", "is", "set_contains", "set_contains_all", "set_contains_any"}
-_ID_OPERANDS_OUT = {"!=", "not"}
 _VARIABLE = re.compile(r"^\$\{(.+)\}$")
 
 
@@ -132,97 +135,6 @@ class Metrics:
         }
 
 
-def _device_tuple(name: str) -> tuple[str, str, str]:
-    parts = name.split("/", 2)
-    if len(parts) == 1:
-        return "", parts[0], ""
-    if len(parts) == 2:
-        return parts[0], parts[1], ""
-    return parts[0], parts[1], parts[2]
-
-
-def _resolve_device(group: DeviceGroup, target: str) -> str | Value | None:
-    match = _VARIABLE.match(target or "")
-    if not match:
-        return target
-    name = match.group(1)
-    if name == "device.ids":
-        return ",".join(group.ids)
-    if name == "device.model":
-        return group.name
-    if name == "device.vendor":
-        return group.vendor
-    if name == "device.type":
-        return group.type
-    if name.startswith("device.attr."):
-        attr = group.attributes.get(name[len("device.attr.") :])
-        return from_attribute(attr) if attr is not None else None
-    return None
-
-
-def _group_matches(group: DeviceGroup, request: dict[str, Any]) -> bool:
-    vendor, dtype, name = _device_tuple(request.get("Name") or "")
-    if dtype and dtype != group.type:
-        return False
-    if vendor and vendor != group.vendor:
-        return False
-    if name and name != group.name:
-        return False
-    for c in request.get("Constraints") or []:
-        ltarget, operand, rtarget = (
-            c.get("LTarget", ""),
-            c.get("Operand") or "=",
-            c.get("RTarget", ""),
-        )
-        if ltarget == "${device.ids}" and operand in ("=", "==", "is"):
-            operand = "set_contains"  # a single id, or a list, all in this group
-        if not satisfies(
-            _resolve_device(group, ltarget), operand, _resolve_device_r(group, rtarget)
-        ):
-            return False
-    return True
-
-
-def _resolve_device_r(group: DeviceGroup, target: str) -> str:
-    value = _resolve_device(group, target)
-    if isinstance(value, Value):
-        return value.text or ""
-    return value or ""
-
-
-def _instance_allowed(instance_id: str, request: dict[str, Any]) -> bool:
-    """Since Nomad 1.6.2 (GH-18141) each chosen instance must itself satisfy `${device.ids}`."""
-    for c in request.get("Constraints") or []:
-        if c.get("LTarget") != "${device.ids}":
-            continue
-        ids = split_set(c.get("RTarget") or "")
-        operand = c.get("Operand") or "="
-        if operand in _ID_OPERANDS_IN and instance_id not in ids:
-            return False
-        if operand in _ID_OPERANDS_OUT and instance_id in ids:
-            return False
-    return True
-
-
-def _candidates(group: DeviceGroup, request: dict[str, Any], used: set[str]) -> list[str]:
-    return [
-        i.id
-        for i in group.instances
-        if i.healthy and i.id not in used and _instance_allowed(i.id, request)
-    ]
-
-
-def _affinity_score(group: DeviceGroup, request: dict[str, Any]) -> float:
-    total, weights = 0.0, 0.0
-    for a in request.get("Affinities") or []:
-        weight = float(a.get("Weight") or 50)
-        weights += abs(weight)
-        left = _resolve_device(group, a.get("LTarget", ""))
-        if satisfies(left, a.get("Operand") or "=", a.get("RTarget", "")):
-            total += weight
-    return total / weights if weights else 0.0
-
-
 def _constraints_of(job: dict[str, Any], group: dict[str, Any]) -> list[dict[str, Any]]:
     found = list(job.get("Constraints") or []) + list(group.get("Constraints") or [])
     for task in group.get("Tasks") or []:
@@ -251,8 +163,8 @@ def _node_feasible(
     for task in group.get("Tasks") or []:
         for request in task["Resources"].get("Devices") or []:
             healthy_enough = any(
-                _group_matches(g, request)
-                and sum(1 for i in g.instances if i.healthy and _instance_allowed(i.id, request))
+                group_matches(g, request)
+                and sum(1 for i in g.instances if i.healthy and instance_allowed(i.id, request))
                 >= int(request.get("Count", 1))
                 for g in view.groups
             )
@@ -276,8 +188,8 @@ def _assign_devices(
             options = [
                 (g, ids)
                 for g in view.groups
-                if _group_matches(g, request)
-                for ids in [_candidates(g, request, taken)]
+                if group_matches(g, request)
+                for ids in [candidates(g, request, taken)]
                 if len(ids) >= count
             ]
             if not options and short_devices:
@@ -287,15 +199,15 @@ def _assign_devices(
                 options = [
                     (g, ids)
                     for g in view.groups
-                    if _group_matches(g, request)
-                    for ids in [_candidates(g, request, taken)]
+                    if group_matches(g, request)
+                    for ids in [candidates(g, request, taken)]
                     if ids
                 ]
                 count = min(count, *(len(ids) for _, ids in options)) if options else count
             if not options:
                 return NO_DEVICES_MATCH
-            best = max(_affinity_score(g, request) for g, _ in options)
-            ties = [(g, ids) for g, ids in options if _affinity_score(g, request) == best]
+            best = max(affinity_score(g, request) for g, _ in options)
+            ties = [(g, ids) for g, ids in options if affinity_score(g, request) == best]
             chosen_group, ids = rng.choice(ties)
             chosen = sorted(rng.sample(ids, count))
             taken.update(chosen)

@@ -2,82 +2,36 @@
 
 from __future__ import annotations
 
-import json
 import random
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, Response, StreamingResponse
+from starlette.responses import Response
 from starlette.routing import Route
 
 from llm_scheduler_standins.faults import FaultMiddleware, Faults
 from llm_scheduler_standins.fleet_model import Node
+from llm_scheduler_standins.nomad import agent_routes, alloc_routes, job_routes, node_routes
 from llm_scheduler_standins.nomad.acl import NomadACL
-from llm_scheduler_standins.nomad.events import HEARTBEAT_S, parse_topics
-from llm_scheduler_standins.nomad.hcl import HclError, parse_job
-from llm_scheduler_standins.nomad.jobs import JobDecodeError, JobValidationError
-from llm_scheduler_standins.nomad.query import BadQuery, blocking_params, compile_filter, parse_bool
-from llm_scheduler_standins.nomad.state import CasError, Cluster
-from llm_scheduler_standins.nomad.views import eval_stub
+from llm_scheduler_standins.nomad.events import HEARTBEAT_S
+from llm_scheduler_standins.nomad.http_helpers import (
+    Handler,
+    HttpError,
+    json_response,
+    namespace_of,
+    text_response,
+    token_of,
+)
+from llm_scheduler_standins.nomad.query import BadQuery, blocking_params
+from llm_scheduler_standins.nomad.state import Cluster
 from llm_scheduler_standins.registry import CheckStatus, ServiceRegistry
 from llm_scheduler_standins.runner import RunningServer, serve_in_thread
 
 if TYPE_CHECKING:
     from llm_scheduler_standins.model_server import ModelServers
-
-Handler = Callable[[Request], Awaitable[Response]]
-
-
-class HttpError(Exception):
-    def __init__(self, status: int, text: str) -> None:
-        super().__init__(text)
-        self.status = status
-        self.text = text
-
-
-def _text(status: int, text: str) -> Response:
-    return PlainTextResponse(text, status_code=status)
-
-
-def _json(body: Any, index: int | None = None) -> Response:
-    headers = {"X-Nomad-KnownLeader": "true", "X-Nomad-LastContact": "0"}
-    if index is not None:
-        headers["X-Nomad-Index"] = str(max(index, 1))
-    return Response(json.dumps(body), media_type="application/json", headers=headers)
-
-
-def _token(request: Request) -> str | None:
-    token = request.headers.get("x-nomad-token")
-    if token:
-        return token
-    auth = request.headers.get("authorization", "")
-    if auth.lower().startswith("bearer "):
-        return auth[7:].strip()
-    return None
-
-
-def _namespace(request: Request) -> str:
-    return request.query_params.get("namespace") or "default"
-
-
-def _found(value: Any, not_found: str) -> Any:
-    """A blocking read whose object went away while it waited answers 404, not null."""
-    if value is None:
-        raise HttpError(404, not_found)
-    return value
-
-
-async def _body(request: Request) -> Any:
-    raw = await request.body()
-    if not raw:
-        return None
-    try:
-        return json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise HttpError(400, f"Request body is not valid JSON: {exc}") from exc
 
 
 class NomadStandin:
@@ -180,6 +134,44 @@ class NomadStandin:
     def allocations(self, job_id: str | None = None) -> list[dict[str, Any]]:
         return self.cluster.allocs(job_id=job_id)
 
+    # ------------------------------------------------------------ handlers, by module
+
+    # node_routes.py
+    _nodes = node_routes.nodes
+    _node = node_routes.node
+    _node_allocs = node_routes.node_allocs
+    _node_eligibility = node_routes.node_eligibility
+    _node_drain = node_routes.node_drain
+
+    # job_routes.py
+    _jobs = job_routes.jobs
+    _register = job_routes.register
+    _parse = job_routes.parse
+    _job_or_404 = job_routes.job_or_404
+    _job = job_routes.job
+    _job_summary = job_routes.job_summary
+    _deregister = job_routes.deregister
+    _job_allocs = job_routes.job_allocs
+    _job_evals = job_routes.job_evals
+    _job_deps = job_routes.job_deps
+    _job_dep = job_routes.job_dep
+    _deployment = job_routes.deployment
+
+    # alloc_routes.py
+    _allocs = alloc_routes.allocs
+    _readable_namespaces = alloc_routes.readable_namespaces
+    _alloc = alloc_routes.alloc
+    _alloc_stop = alloc_routes.alloc_stop
+    _evals = alloc_routes.evals
+    _eval = alloc_routes.eval
+    _eval_allocs = alloc_routes.eval_allocs
+
+    # agent_routes.py
+    _event_stream = agent_routes.event_stream
+    _leader = agent_routes.leader
+    _regions = agent_routes.regions
+    _agent_self = agent_routes.agent_self
+
     # ------------------------------------------------------------ plumbing
 
     def _routes(self) -> list[Route]:
@@ -220,13 +212,13 @@ class NomadStandin:
         async def endpoint(request: Request) -> Response:
             region = request.query_params.get("region")
             if region and region != self.region:
-                return _text(500, "No path to region")  # a real server would forward it
+                return text_response(500, "No path to region")  # a real server would forward it
             try:
                 return await handler(request)
             except HttpError as exc:
-                return _text(exc.status, exc.text)
+                return text_response(exc.status, exc.text)
             except BadQuery as exc:
-                return _text(400, str(exc))
+                return text_response(400, str(exc))
 
         return endpoint
 
@@ -234,7 +226,7 @@ class NomadStandin:
         if self.acl is None:
             return
         error = self.acl.check_namespace(
-            _token(request), capability, namespace or _namespace(request)
+            token_of(request), capability, namespace or namespace_of(request)
         )
         if error:
             raise HttpError(403, error)
@@ -242,7 +234,7 @@ class NomadStandin:
     def _check_node(self, request: Request, write: bool = False) -> None:
         if self.acl is None:
             return
-        error = self.acl.check_node(_token(request), write=write)
+        error = self.acl.check_node(token_of(request), write=write)
         if error:
             raise HttpError(403, error)
 
@@ -257,7 +249,7 @@ class NomadStandin:
 
         if min_index == 0:
             index, body = read()
-            return _json(body, index)
+            return json_response(body, index)
         # Nomad adds up to wait/16 of jitter so that many watchers do not return together.
         deadline = time.monotonic() + wait + random.uniform(0, wait / 16)
         with self.cluster.feed.subscribe() as sub:
@@ -267,393 +259,19 @@ class NomadStandin:
                 # watcher of a table that did not move pays an index lookup, not a listing).
                 if self.cluster.table_index(*tables) != min_index or remaining <= 0:
                     index, body = read()
-                    return _json(body, index)
+                    return json_response(body, index)
                 await sub.wait(remaining)
 
     # ------------------------------------------------------------ nodes
 
-    async def _nodes(self, request: Request) -> Response:
-        self._check_node(request)
-        params = request.query_params
-        resources = parse_bool(params, "resources")
-        os_attrs = parse_bool(params, "os")
-        prefix = params.get("prefix") or ""
-        keep = compile_filter(params.get("filter"))
-        return await self._blocking(
-            request,
-            ("nodes",),
-            lambda: [
-                n
-                for n in self.cluster.nodes_json(
-                    resources=resources, os_attrs=os_attrs, prefix=prefix
-                )
-                if keep(n)
-            ],
-        )
-
-    async def _node(self, request: Request) -> Response:
-        self._check_node(request)
-        node_id = request.path_params["node_id"]
-        if self.cluster.node_json(node_id) is None:
-            raise HttpError(404, "node not found")
-        return await self._blocking(
-            request, ("nodes",), lambda: _found(self.cluster.node_json(node_id), "node not found")
-        )
-
-    async def _node_allocs(self, request: Request) -> Response:
-        self._check_node(request)
-        self._check_ns(request, "read-job")
-        node_id = request.path_params["node_id"]
-        if self.cluster.node_json(node_id) is None:
-            raise HttpError(404, "node not found")
-        return await self._blocking(
-            request, ("allocs",), lambda: self.cluster.allocs(node_id=node_id)
-        )
-
-    async def _node_eligibility(self, request: Request) -> Response:
-        self._check_node(request, write=True)
-        node_id = request.path_params["node_id"]
-        body = await _body(request) or {}
-        value = body.get("Eligibility")
-        if value not in ("eligible", "ineligible"):
-            raise HttpError(400, f"invalid scheduling eligibility {value!r}")
-        try:
-            self.cluster.set_node_eligibility(node_id, value == "eligible")
-        except KeyError as exc:
-            raise HttpError(404, "node not found") from exc
-        index = self.cluster.table_index("nodes")
-        return _json(
-            {"EvalCreateIndex": 0, "EvalIDs": None, "Index": index, "NodeModifyIndex": index}, index
-        )
-
-    async def _node_drain(self, request: Request) -> Response:
-        self._check_node(request, write=True)
-        node_id = request.path_params["node_id"]
-        body = await _body(request) or {}
-        spec = body.get("DrainSpec")
-        if spec is not None and not isinstance(spec, dict):
-            raise HttpError(400, "DrainSpec must be an object or null")
-        meta = body.get("Meta") if isinstance(body.get("Meta"), dict) else None
-        try:
-            eval_ids = self.cluster.drain_node(
-                node_id, spec, mark_eligible=bool(body.get("MarkEligible")), meta=meta
-            )
-        except KeyError as exc:
-            raise HttpError(404, "node not found") from exc
-        index = self.cluster.table_index("nodes")
-        return _json(
-            {
-                "EvalCreateIndex": index if eval_ids else 0,
-                "EvalIDs": eval_ids or None,
-                "Index": index,
-                "NodeModifyIndex": index,
-            },
-            index,
-        )
-
     # ------------------------------------------------------------ jobs
-
-    async def _jobs(self, request: Request) -> Response:
-        namespace = _namespace(request)
-        self._check_ns(request, "list-jobs", None if namespace == "*" else namespace)
-        params = request.query_params
-        prefix = params.get("prefix") or ""
-        meta = parse_bool(params, "meta")
-        keep = compile_filter(params.get("filter"))
-
-        def compute() -> list[dict[str, Any]]:
-            return [s for s in self.cluster.job_stubs(namespace, prefix, meta=meta) if keep(s)]
-
-        return await self._blocking(request, ("jobs", "allocs", "evals"), compute)
-
-    async def _register(self, request: Request) -> Response:
-        body = await _body(request)
-        if not isinstance(body, dict) or not body.get("Job"):
-            raise HttpError(400, "Job must be specified")
-        job = body["Job"]
-        if not isinstance(job, dict):
-            raise HttpError(400, "json: cannot unmarshal into Go struct field of type api.Job")
-        path_id = request.path_params.get("job_id")
-        if path_id is not None:
-            if not job.get("ID"):
-                raise HttpError(400, "Job ID hasn't been provided")
-            if job["ID"] != path_id:
-                raise HttpError(400, "Job ID does not match name")
-        namespace = job.get("Namespace") or _namespace(request)
-        self._check_ns(request, "submit-job", namespace)
-        try:
-            result = self.cluster.register(
-                job,
-                enforce_index=bool(body.get("EnforceIndex")),
-                job_modify_index=int(body.get("JobModifyIndex") or 0),
-                namespace=namespace,
-            )
-        except (JobValidationError, CasError) as exc:
-            raise HttpError(500, str(exc)) from exc
-        except JobDecodeError as exc:
-            raise HttpError(400, str(exc)) from exc
-        return _json(result, result["Index"])
-
-    async def _parse(self, request: Request) -> Response:
-        body = await _body(request)
-        if not isinstance(body, dict) or not isinstance(body.get("JobHCL"), str):
-            raise HttpError(400, "Job must be specified")
-        if self.acl is not None:
-            token = self.acl.token(_token(request))
-            if token is None:
-                raise HttpError(403, "ACL token not found")
-            ns = _namespace(request)
-            if not (token.allows("parse-job", ns) or token.allows("submit-job", ns)):
-                raise HttpError(403, "Permission denied")
-        variables = body.get("Variables") or ""
-        if not isinstance(variables, str):
-            raise HttpError(400, "Variables must be a string of HCL assignments")
-        try:
-            job = parse_job(
-                body["JobHCL"],
-                variables=variables,
-                canonicalize=bool(body.get("Canonicalize")),
-                region=self.region,
-            )
-        except HclError as exc:
-            raise HttpError(400, f"Failed to parse job: {exc}") from exc
-        return _json(job)
-
-    def _job_or_404(self, request: Request) -> tuple[str, str]:
-        namespace = _namespace(request)
-        job_id = request.path_params["job_id"]
-        if self.cluster.job(namespace, job_id) is None:
-            raise HttpError(404, "job not found")
-        return namespace, job_id
-
-    async def _job(self, request: Request) -> Response:
-        self._check_ns(request, "read-job")
-        namespace, job_id = self._job_or_404(request)
-        return await self._blocking(
-            request, ("jobs",), lambda: _found(self.cluster.job(namespace, job_id), "job not found")
-        )
-
-    async def _job_summary(self, request: Request) -> Response:
-        self._check_ns(request, "read-job")
-        namespace, job_id = self._job_or_404(request)
-
-        def compute() -> Any:
-            return self.cluster.job_summary(namespace, job_id)
-
-        return await self._blocking(request, ("jobs", "allocs", "evals"), compute)
-
-    async def _deregister(self, request: Request) -> Response:
-        namespace = _namespace(request)
-        self._check_ns(request, "submit-job", namespace)
-        purge = parse_bool(request.query_params, "purge")
-        result = self.cluster.deregister(namespace, request.path_params["job_id"], purge=purge)
-        return _json(result, result["EvalCreateIndex"] or self.cluster.table_index("jobs"))
-
-    async def _job_allocs(self, request: Request) -> Response:
-        self._check_ns(request, "read-job")
-        namespace = _namespace(request)
-        job_id = request.path_params["job_id"]
-        return await self._blocking(
-            request,
-            ("allocs",),
-            lambda: self.cluster.alloc_stubs(namespace=namespace, job_id=job_id),
-        )
-
-    async def _job_evals(self, request: Request) -> Response:
-        self._check_ns(request, "read-job")
-        namespace = _namespace(request)
-        job_id = request.path_params["job_id"]
-        return await self._blocking(
-            request,
-            ("evals",),
-            lambda: self.cluster.evaluations(namespace=namespace, job_id=job_id),
-        )
 
     # ------------------------------------------------------------ deployments
 
-    async def _job_deps(self, request: Request) -> Response:
-        self._check_ns(request, "read-job")
-        namespace, job_id = self._job_or_404(request)
-        return await self._blocking(
-            request,
-            ("deployments",),
-            lambda: self.cluster.deployments(namespace=namespace, job_id=job_id),
-        )
-
-    async def _job_dep(self, request: Request) -> Response:
-        """The latest deployment, or null (nomad/job_endpoint.go LatestDeployment)."""
-        self._check_ns(request, "read-job")
-        namespace, job_id = self._job_or_404(request)
-
-        def latest() -> Any:
-            found = self.cluster.deployments(namespace=namespace, job_id=job_id)
-            return found[0] if found else None
-
-        return await self._blocking(request, ("deployments",), latest)
-
-    async def _deployment(self, request: Request) -> Response:
-        dep_id = request.path_params["dep_id"]
-        dep = self.cluster.deployment(dep_id)
-        if dep is None:
-            raise HttpError(404, "deployment not found")
-        self._check_ns(request, "read-job", dep["Namespace"])
-        return await self._blocking(
-            request,
-            ("deployments",),
-            lambda: _found(self.cluster.deployment(dep_id), "deployment not found"),
-        )
-
     # ------------------------------------------------------------ allocations
-
-    async def _allocs(self, request: Request) -> Response:
-        namespace = _namespace(request)
-        visible = self._readable_namespaces(request, namespace)
-        params = request.query_params
-        resources = parse_bool(params, "resources")
-        task_states = parse_bool(params, "task_states", default=True)
-        prefix = params.get("prefix") or ""
-        keep = compile_filter(params.get("filter"))
-        return await self._blocking(
-            request,
-            ("allocs",),
-            lambda: [
-                s
-                for s in self.cluster.alloc_stubs(
-                    namespace=namespace,
-                    prefix=prefix,
-                    resources=resources,
-                    task_states=task_states,
-                    keep=visible,
-                )
-                if keep(s)
-            ],
-        )
-
-    def _readable_namespaces(self, request: Request, namespace: str) -> Callable[[str], bool]:
-        """Which namespaces' objects a listing shows. With `*`, nomad/alloc_endpoint.go List
-        answers 403 only when no namespace grants read-job, and otherwise filters the rows to
-        the namespaces that do (allowedNSes), silently."""
-        if namespace != "*" or self.acl is None:
-            self._check_ns(request, "read-job", namespace)
-            return lambda _: True
-        token = self.acl.token(_token(request))
-        if token is None:
-            raise HttpError(403, "ACL token not found")
-        if not token.allows_any("read-job"):
-            raise HttpError(403, "Permission denied")
-        return lambda ns: token.allows("read-job", ns)
-
-    async def _alloc(self, request: Request) -> Response:
-        alloc_id = request.path_params["alloc_id"]
-        alloc = self.cluster.alloc(alloc_id)
-        if alloc is None:
-            raise HttpError(404, "alloc not found")
-        self._check_ns(request, "read-job", alloc["Namespace"])
-        return await self._blocking(
-            request, ("allocs",), lambda: _found(self.cluster.alloc(alloc_id), "alloc not found")
-        )
-
-    async def _alloc_stop(self, request: Request) -> Response:
-        alloc_id = request.path_params["alloc_id"]
-        alloc = self.cluster.alloc(alloc_id)
-        if alloc is None:
-            raise HttpError(404, "alloc not found")
-        self._check_ns(request, "alloc-lifecycle", alloc["Namespace"])
-        result = self.cluster.stop_allocation(alloc_id)
-        return _json(result, result["Index"])
 
     # ------------------------------------------------------------ evaluations
 
-    async def _evals(self, request: Request) -> Response:
-        namespace = _namespace(request)
-        self._check_ns(request, "read-job", None if namespace == "*" else namespace)
-        job_id = request.query_params.get("job") or None
-        return await self._blocking(
-            request,
-            ("evals",),
-            lambda: [
-                eval_stub(e) for e in self.cluster.evaluations(namespace=namespace, job_id=job_id)
-            ],
-        )
-
-    async def _eval(self, request: Request) -> Response:
-        eval_id = request.path_params["eval_id"]
-        evaluation = self.cluster.evaluation(eval_id)
-        if evaluation is None:
-            raise HttpError(404, "eval not found")
-        self._check_ns(request, "read-job", evaluation["Namespace"])
-        return await self._blocking(
-            request,
-            ("evals",),
-            lambda: _found(self.cluster.evaluation(eval_id), "eval not found"),
-        )
-
-    async def _eval_allocs(self, request: Request) -> Response:
-        eval_id = request.path_params["eval_id"]
-        evaluation = self.cluster.evaluation(eval_id)
-        if evaluation is None:
-            raise HttpError(404, "eval not found")
-        self._check_ns(request, "read-job", evaluation["Namespace"])
-        return await self._blocking(
-            request,
-            ("allocs",),
-            lambda: self.cluster.alloc_stubs(eval_id=eval_id),
-        )
-
     # ------------------------------------------------------------ events
 
-    async def _event_stream(self, request: Request) -> Response:
-        topics = parse_topics(request.query_params.getlist("topic"))
-        namespace = _namespace(request)
-        if self.acl is not None:
-            token = self.acl.token(_token(request))
-            if token is None:
-                raise HttpError(403, "ACL token not found")
-            # Nomad wants a management token for `*:*`; per-topic reads need read-job.
-            if not token.management and ("*" in topics or not token.allows("read-job", namespace)):
-                raise HttpError(403, "Permission denied")
-        raw_index = request.query_params.get("index") or "0"
-        try:
-            start = int(raw_index)
-        except ValueError as exc:
-            raise HttpError(400, "Invalid index") from exc
-        heartbeat = self.heartbeat_s
-
-        async def frames() -> AsyncIterator[bytes]:
-            cursor = max(start - 1, 0) if start else self.cluster.events.last_index()
-            yield b"{}\n"
-            with self.cluster.feed.subscribe() as sub:
-                while True:
-                    for frame in self.cluster.events.since(cursor, topics, namespace):
-                        cursor = frame["Index"]
-                        yield json.dumps(frame).encode() + b"\n"
-                    if not await sub.wait(heartbeat):
-                        yield b"{}\n"
-
-        return StreamingResponse(frames(), media_type="application/json")
-
     # ------------------------------------------------------------ agent
-
-    async def _leader(self, request: Request) -> Response:
-        return _json("127.0.0.1:4647")
-
-    async def _regions(self, request: Request) -> Response:
-        return _json([self.region])
-
-    async def _agent_self(self, request: Request) -> Response:
-        return _json(
-            {
-                "config": {
-                    "Region": self.region,
-                    "Datacenter": self.datacenter,
-                    "Version": {"Version": "1.10.5"},
-                },
-                "member": {
-                    "Name": "standin.global",
-                    "Addr": "127.0.0.1",
-                    "Port": 4648,
-                    "Tags": {"region": self.region, "dc": self.datacenter},
-                },
-                "stats": {},
-            }
-        )

@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 from nomad_helpers import gpu_job
 
 from llm_scheduler_standins.fleet import builtin_fleet
-from llm_scheduler_standins.nomad.state import Cluster, is_terminal
+from llm_scheduler_standins.nomad.alloc_status import is_terminal
+from llm_scheduler_standins.nomad.state import Cluster
 
 FLEET = builtin_fleet()[:2] + builtin_fleet()[-1:]  # two H100 nodes and the MIG node
 DEVICES = ["nvidia/gpu", "nvidia/gpu/NVIDIA A100-SXM4-80GB MIG 1g.10gb", "gpu"]
