@@ -21,50 +21,11 @@ def build_alloc(
 ) -> dict[str, Any]:
     """A new pending allocation of `group` where `placement` put it."""
     alloc_id = str(uuid.uuid4())
-    devices = {td.task: td.devices for td in placement.task_devices}
     node = placement.node
-    tasks: dict[str, Any] = {}
-    core_cursor = iter(range(node.used_cores - placement.cores, node.used_cores))
-    for task in group["Tasks"]:
-        res = task["Resources"]
-        cores = int(res.get("Cores") or 0)
-        tasks[task["Name"]] = {
-            "Cpu": {
-                "CpuShares": cores * MHZ_PER_CORE if cores else int(res.get("CPU") or 0),
-                "ReservedCores": [next(core_cursor) for _ in range(cores)] or None,
-            },
-            "Memory": {
-                "MemoryMB": int(res.get("MemoryMB") or 0),
-                "MemoryMaxMB": int(res.get("MemoryMaxMB") or 0),
-            },
-            "Networks": None,
-            "Devices": devices.get(task["Name"]) or None,
-        }
+    tasks = _task_resources(group, placement)
     disk = int((group.get("EphemeralDisk") or {}).get("SizeMB") or 300)
-    ip = node.attributes.get("unique.network.ip-address", "127.0.0.1")
     ports = placement.ports or None
-    shared_networks = None
-    if ports:
-        shared_networks = [
-            {
-                "Mode": (group.get("Networks") or [{}])[0].get("Mode") or "host",
-                "IP": ip,
-                "Device": "eth0",
-                "CIDR": "",
-                "MBits": 0,
-                "DNS": None,
-                "ReservedPorts": None,
-                "DynamicPorts": [
-                    {
-                        "Label": p["Label"],
-                        "Value": p["Value"],
-                        "To": p["To"],
-                        "HostNetwork": "default",
-                    }
-                    for p in placement.ports
-                ],
-            }
-        ]
+    shared_networks = _shared_networks(group, placement) if ports else None
     now = views.now_ns()
     alloc = {
         "ID": alloc_id,
@@ -78,6 +39,44 @@ def build_alloc(
         "JobVersion": job["Version"],
         "Job": views.jcopy(job),
         "TaskGroup": group["Name"],
+        **_resource_fields(tasks, disk, shared_networks, ports),
+        "Metrics": _metrics(placement),
+        "DesiredStatus": "run",
+        "DesiredDescription": "",
+        "DesiredTransition": {"ForceReschedule": None, "Migrate": None, "Reschedule": None},
+        "ClientStatus": "pending",
+        "ClientDescription": "No tasks have started",
+        "TaskStates": {
+            t["Name"]: views.task_state(
+                "pending", [views.task_event("Received", "", "Task received by client")]
+            )
+            for t in group["Tasks"]
+        },
+        "DeploymentID": "",
+        "DeploymentStatus": None,
+        "FollowupEvalID": "",
+        "PreviousAllocation": "",
+        "NextAllocation": "",
+        "RescheduleTracker": None,
+        "PreemptedAllocations": None,
+        "PreemptedByAllocation": "",
+        "AllocModifyIndex": index,
+        "CreateIndex": index,
+        "ModifyIndex": index,
+        "CreateTime": now,
+        "ModifyTime": now,
+    }
+    return alloc
+
+
+def _resource_fields(
+    tasks: dict[str, Any],
+    disk: int,
+    shared_networks: list[dict[str, Any]] | None,
+    ports: list[dict[str, Any]] | None,
+) -> dict[str, Any]:
+    """Resources, SharedResources, TaskResources (the older fields) and AllocatedResources."""
+    return {
         "Resources": {
             "CPU": sum(t["Cpu"]["CpuShares"] for t in tasks.values()),
             "MemoryMB": sum(t["Memory"]["MemoryMB"] for t in tasks.values()),
@@ -105,49 +104,79 @@ def build_alloc(
             "TaskLifecycles": {name: None for name in tasks},
             "Shared": {"DiskMB": disk, "Networks": shared_networks, "Ports": ports},
         },
-        "Metrics": {
-            "NodesEvaluated": 1,
-            "NodesFiltered": 0,
-            "NodesInPool": 1,
-            "NodesAvailable": {node.node.datacenter: 1},
-            "ClassFiltered": None,
-            "ConstraintFiltered": None,
-            "NodesExhausted": 0,
-            "ClassExhausted": None,
-            "DimensionExhausted": None,
-            "QuotaExhausted": None,
-            "ResourcesExhausted": None,
-            "Scores": {f"{node.node.id}.binpack": round(placement.score, 6)},
-            "ScoreMetaData": None,
-            "AllocationTime": 35000,
-            "CoalescedFailures": 0,
-        },
-        "DesiredStatus": "run",
-        "DesiredDescription": "",
-        "DesiredTransition": {"ForceReschedule": None, "Migrate": None, "Reschedule": None},
-        "ClientStatus": "pending",
-        "ClientDescription": "No tasks have started",
-        "TaskStates": {
-            t["Name"]: views.task_state(
-                "pending", [views.task_event("Received", "", "Task received by client")]
-            )
-            for t in group["Tasks"]
-        },
-        "DeploymentID": "",
-        "DeploymentStatus": None,
-        "FollowupEvalID": "",
-        "PreviousAllocation": "",
-        "NextAllocation": "",
-        "RescheduleTracker": None,
-        "PreemptedAllocations": None,
-        "PreemptedByAllocation": "",
-        "AllocModifyIndex": index,
-        "CreateIndex": index,
-        "ModifyIndex": index,
-        "CreateTime": now,
-        "ModifyTime": now,
     }
-    return alloc
+
+
+def _task_resources(group: dict[str, Any], placement: Placement) -> dict[str, Any]:
+    """AllocatedResources.Tasks: each task's CPU (shares, or the cores reserved for it),
+    memory and devices."""
+    devices = {td.task: td.devices for td in placement.task_devices}
+    node = placement.node
+    tasks: dict[str, Any] = {}
+    core_cursor = iter(range(node.used_cores - placement.cores, node.used_cores))
+    for task in group["Tasks"]:
+        res = task["Resources"]
+        cores = int(res.get("Cores") or 0)
+        tasks[task["Name"]] = {
+            "Cpu": {
+                "CpuShares": cores * MHZ_PER_CORE if cores else int(res.get("CPU") or 0),
+                "ReservedCores": [next(core_cursor) for _ in range(cores)] or None,
+            },
+            "Memory": {
+                "MemoryMB": int(res.get("MemoryMB") or 0),
+                "MemoryMaxMB": int(res.get("MemoryMaxMB") or 0),
+            },
+            "Networks": None,
+            "Devices": devices.get(task["Name"]) or None,
+        }
+    return tasks
+
+
+def _shared_networks(group: dict[str, Any], placement: Placement) -> list[dict[str, Any]]:
+    """The group network with the ports the placement gave, at the node's address."""
+    ip = placement.node.attributes.get("unique.network.ip-address", "127.0.0.1")
+    return [
+        {
+            "Mode": (group.get("Networks") or [{}])[0].get("Mode") or "host",
+            "IP": ip,
+            "Device": "eth0",
+            "CIDR": "",
+            "MBits": 0,
+            "DNS": None,
+            "ReservedPorts": None,
+            "DynamicPorts": [
+                {
+                    "Label": p["Label"],
+                    "Value": p["Value"],
+                    "To": p["To"],
+                    "HostNetwork": "default",
+                }
+                for p in placement.ports
+            ],
+        }
+    ]
+
+
+def _metrics(placement: Placement) -> dict[str, Any]:
+    """AllocMetric of a placement that found its node at once."""
+    node = placement.node
+    return {
+        "NodesEvaluated": 1,
+        "NodesFiltered": 0,
+        "NodesInPool": 1,
+        "NodesAvailable": {node.node.datacenter: 1},
+        "ClassFiltered": None,
+        "ConstraintFiltered": None,
+        "NodesExhausted": 0,
+        "ClassExhausted": None,
+        "DimensionExhausted": None,
+        "QuotaExhausted": None,
+        "ResourcesExhausted": None,
+        "Scores": {f"{node.node.id}.binpack": round(placement.score, 6)},
+        "ScoreMetaData": None,
+        "AllocationTime": 35000,
+        "CoalescedFailures": 0,
+    }
 
 
 def service_instances(

@@ -230,6 +230,28 @@ class ScrapeSignals:
         self._history = {k: v for k, v in self._history.items() if k in live}
         return signals
 
+    def _windowed(
+        self, alloc: str, res: ServerSample, mono: float, hist: dict[str, Buckets]
+    ) -> float | None:
+        """Add the replica's histograms over the window to `hist`; its tokens a second (None
+        when it cannot say yet: a window needs two scrapes)."""
+        past = self._history.setdefault(alloc, [])
+        past[:] = [(at, s) for at, s in past if mono - at <= self.window_s]
+        old = past[0] if past else None
+        for key, buckets in res.histograms.items():
+            before = old[1].histograms.get(key) if old else None
+            if before is not None:  # a window needs two scrapes
+                add_buckets(hist.setdefault(key, {}), bucket_delta(buckets, before))
+        rate: float | None = None
+        if "gen_throughput" in res.values:
+            rate = res.values["gen_throughput"]
+        elif old is not None and mono > old[0] and "generation_tokens" in res.values:
+            prev = old[1].values.get("generation_tokens")
+            if prev is not None and res.values["generation_tokens"] >= prev:
+                rate = (res.values["generation_tokens"] - prev) / (mono - old[0])
+        past.append((mono, res))
+        return rate
+
     def _aggregate(
         self,
         name: str,
@@ -260,22 +282,10 @@ class ScrapeSignals:
                     sums[key] = sums.get(key, 0.0) + res.values[key]
             if "kv_cache" in res.values:
                 kv.append(res.values["kv_cache"])
-            past = self._history.setdefault(t.alloc, [])
-            past[:] = [(at, s) for at, s in past if mono - at <= self.window_s]
-            old = past[0] if past else None
-            for key, buckets in res.histograms.items():
-                before = old[1].histograms.get(key) if old else None
-                if before is not None:  # a window needs two scrapes
-                    add_buckets(hist.setdefault(key, {}), bucket_delta(buckets, before))
-            if "gen_throughput" in res.values:
-                tokens_s += res.values["gen_throughput"]
+            rate = self._windowed(t.alloc, res, mono, hist)
+            if rate is not None:
+                tokens_s += rate
                 have_tokens = True
-            elif old is not None and mono > old[0] and "generation_tokens" in res.values:
-                prev = old[1].values.get("generation_tokens")
-                if prev is not None and res.values["generation_tokens"] >= prev:
-                    tokens_s += (res.values["generation_tokens"] - prev) / (mono - old[0])
-                    have_tokens = True
-            past.append((mono, res))
         if reporting == 0:
             return Load(reporting=0, complete=False)
         ttft = quantile(self.q, hist["ttft"]) if "ttft" in hist else None

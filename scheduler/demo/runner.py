@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from rich.console import Console
 
@@ -26,6 +26,9 @@ from scheduler.ops.catalog_io import kv_value
 from scheduler.ops.dashboard import DashboardObserver, serve_ops
 from scheduler.ops.http_server import RunningServer
 from scheduler.ops.metrics import MetricsObserver
+
+if TYPE_CHECKING:
+    from scheduler.service.config import ServiceConfig
 
 DEMO_PREFIX = "llm-scheduler-demo/"
 DASHBOARD_PORT = 9464  # the port README and `llm-scheduler run` use
@@ -172,7 +175,6 @@ def _route_server_logs(handle: IO[str]) -> None:
 
 def run_demo(opts: DemoOptions, console: Console) -> DemoResult:
     from scheduler.ops.connect import consul_client
-    from scheduler.service.config import ServiceConfig
     from scheduler.service.loop import Service
 
     speed = max(opts.speed, 0.1)
@@ -192,14 +194,7 @@ def run_demo(opts: DemoOptions, console: Console) -> DemoResult:
             dev.servers.queue = QueueModel(capacity=16.0)  # the demo's usual request target
         demand = DemandWriter(client, kv, servers=dev.servers)
         demand.write(trace.demand_at(0.0))
-        config = ServiceConfig(
-            consul_addr=dev.consul_url, nomad_addr=dev.nomad_url, kv_prefix=DEMO_PREFIX,
-            pass_interval_s=max(0.5, 2.0 / speed), debounce_s=0.2, watch_wait_s=WATCH_WAIT_S,
-            session_ttl_s=10, lock_delay_s=0, log_format="json",
-            # Scaling on the stand-in model servers' own metrics (issue 18), on demo time.
-            signals="scrape", signal_window_s=max(2.0, 6.0 / speed),
-            signal_interval_s=max(0.5, 1.0 / speed),
-        )  # fmt: skip
+        config = _service_config(dev, speed)
         server = None
         if opts.dashboard_port is not None:
             server, note = serve_dashboard(dash, metrics, port=opts.dashboard_port)
@@ -232,6 +227,19 @@ def run_demo(opts: DemoOptions, console: Console) -> DemoResult:
         log_handle.close()
     gpus_total = int((final.get("totals") or {}).get("gpus", 0))
     return DemoResult(stats, seconds, gpus_total, final, log_file, url, demand.writes, lines, notes)
+
+
+def _service_config(dev: DevCluster, speed: float) -> ServiceConfig:
+    from scheduler.service.config import ServiceConfig
+
+    return ServiceConfig(
+        consul_addr=dev.consul_url, nomad_addr=dev.nomad_url, kv_prefix=DEMO_PREFIX,
+        pass_interval_s=max(0.5, 2.0 / speed), debounce_s=0.2, watch_wait_s=WATCH_WAIT_S,
+        session_ttl_s=10, lock_delay_s=0, log_format="json",
+        # Scaling on the stand-in model servers' own metrics, on demo time.
+        signals="scrape", signal_window_s=max(2.0, 6.0 / speed),
+        signal_interval_s=max(0.5, 1.0 / speed),
+    )  # fmt: skip
 
 
 def _play(

@@ -133,16 +133,8 @@ def _cell(holder: str | None, state: str | None, colour: dict[str, str], label: 
     return Text(label, style=f"bold {style}" + (" dim" if state == "stopping" else ""))
 
 
-def render(state: dict[str, Any], clock: str, phase: str, dashboard_url: str | None) -> Group:
-    colour = colours(state)
-    totals = state.get("totals") or {}
-    header = Text.assemble(
-        ("llm-scheduler demo ", "bold"), (f"{clock}  ", "cyan"), (f"demand {phase}  ", "yellow"),
-        f"GPUs {totals.get('gpus_allocated', 0)}/{totals.get('gpus', 0)}  ",
-        f"MIG {totals.get('mig_allocated', 0)}/{totals.get('mig', 0)}  ",
-        f"passes {state['passes']}",
-        (f"  dashboard {dashboard_url}/" if dashboard_url else "", "dim"),
-    )  # fmt: skip
+def _fleet(state: dict[str, Any], colour: dict[str, str]) -> Table:
+    """One row per node: a cell per GPU (MIG slices in brackets) in its holder's colour."""
     fleet = Table.grid(padding=(0, 1))
     fleet.add_column(style="bold", no_wrap=True)
     fleet.add_column()
@@ -161,6 +153,20 @@ def render(state: dict[str, Any], clock: str, phase: str, dashboard_url: str | N
                 cells.append(" ")
         name = node["name"] + ("" if node["eligible"] else " (ineligible)")
         fleet.add_row(name, cells)
+    return fleet
+
+
+def render(state: dict[str, Any], clock: str, phase: str, dashboard_url: str | None) -> Group:
+    colour = colours(state)
+    totals = state.get("totals") or {}
+    header = Text.assemble(
+        ("llm-scheduler demo ", "bold"), (f"{clock}  ", "cyan"), (f"demand {phase}  ", "yellow"),
+        f"GPUs {totals.get('gpus_allocated', 0)}/{totals.get('gpus', 0)}  ",
+        f"MIG {totals.get('mig_allocated', 0)}/{totals.get('mig', 0)}  ",
+        f"passes {state['passes']}",
+        (f"  dashboard {dashboard_url}/" if dashboard_url else "", "dim"),
+    )  # fmt: skip
+    fleet = _fleet(state, colour)
     models = Table(box=None, header_style="bold", pad_edge=False)
     for col in ("model", "class", "live/desired"):
         models.add_column(col, no_wrap=True)
