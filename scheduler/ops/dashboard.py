@@ -21,7 +21,7 @@ from starlette.routing import Route
 
 from scheduler.core.models import Plan, Snapshot, StartAction, StopAction, rfc3339
 from scheduler.ops.http_server import RunningServer, serve_in_thread
-from scheduler.ops.inventory import usage
+from scheduler.ops.inventory import Usage, usage
 from scheduler.ops.metrics import CONTENT_TYPE, MetricsObserver
 from scheduler.ops.palette import model_colours, text_on
 
@@ -65,61 +65,8 @@ class DashboardObserver:
     ) -> None:
         use = usage(snapshot)
         classes: dict[str, str] = {m.name: m.class_ for m in snapshot.models}
-        nodes = []
-        for node in snapshot.nodes:
-            gpus = []
-            for gpu in node.gpus:
-                holder = use.holders.get(gpu.id)
-                entry: dict[str, Any] = {
-                    "id": gpu.id,
-                    "model": gpu.model,
-                    "memory_gb": gpu.memory_gb,
-                    "healthy": gpu.healthy,
-                    "holder": holder.model if holder else None,
-                    "replica": holder.replica if holder else None,
-                    "state": holder.state if holder else None,
-                    "mig": None,
-                }
-                if gpu.mig is not None:
-                    entry["mig"] = [
-                        {
-                            "id": s.id,
-                            "profile": s.profile,
-                            "healthy": s.healthy,
-                            "holder": h.model if (h := use.holders.get(s.id)) else None,
-                            "state": h.state if h else None,
-                        }
-                        for s in gpu.mig
-                    ]
-                gpus.append(entry)
-            nodes.append(
-                {
-                    "id": node.id,
-                    "name": node.name,
-                    "pool": node.pool,
-                    "eligible": node.eligible,
-                    "gpus": gpus,
-                }
-            )
-        nodes.sort(key=lambda n: natural_key(str(n["name"])))
-        replicas: dict[str, int] = {}
-        for rep in snapshot.replicas:
-            if rep.counts:
-                replicas[rep.model] = replicas.get(rep.model, 0) + 1
-        models = []
-        for m in snapshot.models:
-            status = plan.models.get(m.name)
-            models.append(
-                {
-                    "name": m.name,
-                    "owner": m.owner,
-                    "class": m.class_,
-                    "desired": status.desired if status else None,
-                    "live": status.live if status else replicas.get(m.name, 0),
-                    "pending": status.pending if status else None,
-                    "why": status.why if status else None,  # which signal set the count
-                }
-            )
+        nodes = _nodes(snapshot, use)
+        models = _models(snapshot, plan)
         colours = model_colours(
             [m.name for m in snapshot.models] + [r.model for r in snapshot.replicas]
         )
@@ -268,3 +215,68 @@ def parse_listen(addr: str) -> tuple[str, int]:
     except ValueError:
         raise ValueError(f"listen address {addr!r} is not host:port") from None
     return (host.strip("[]") or "127.0.0.1", number)
+
+
+def _nodes(snapshot: Snapshot, use: Usage) -> list[dict[str, Any]]:
+    """Each node and its GPUs (MIG slices too) with who holds them, in natural name order."""
+    nodes = []
+    for node in snapshot.nodes:
+        gpus = []
+        for gpu in node.gpus:
+            holder = use.holders.get(gpu.id)
+            entry: dict[str, Any] = {
+                "id": gpu.id,
+                "model": gpu.model,
+                "memory_gb": gpu.memory_gb,
+                "healthy": gpu.healthy,
+                "holder": holder.model if holder else None,
+                "replica": holder.replica if holder else None,
+                "state": holder.state if holder else None,
+                "mig": None,
+            }
+            if gpu.mig is not None:
+                entry["mig"] = [
+                    {
+                        "id": s.id,
+                        "profile": s.profile,
+                        "healthy": s.healthy,
+                        "holder": h.model if (h := use.holders.get(s.id)) else None,
+                        "state": h.state if h else None,
+                    }
+                    for s in gpu.mig
+                ]
+            gpus.append(entry)
+        nodes.append(
+            {
+                "id": node.id,
+                "name": node.name,
+                "pool": node.pool,
+                "eligible": node.eligible,
+                "gpus": gpus,
+            }
+        )
+    nodes.sort(key=lambda n: natural_key(str(n["name"])))
+    return nodes
+
+
+def _models(snapshot: Snapshot, plan: Plan) -> list[dict[str, Any]]:
+    """Each model's owner, class, desired and live counts and why it is pending."""
+    replicas: dict[str, int] = {}
+    for rep in snapshot.replicas:
+        if rep.counts:
+            replicas[rep.model] = replicas.get(rep.model, 0) + 1
+    models = []
+    for m in snapshot.models:
+        status = plan.models.get(m.name)
+        models.append(
+            {
+                "name": m.name,
+                "owner": m.owner,
+                "class": m.class_,
+                "desired": status.desired if status else None,
+                "live": status.live if status else replicas.get(m.name, 0),
+                "pending": status.pending if status else None,
+                "why": status.why if status else None,  # which signal set the count
+            }
+        )
+    return models
