@@ -166,8 +166,8 @@ class Collected(NamedTuple):
     capacity: Vec  # PassFacts.capacity
 
 
-def collect(snap: Snapshot) -> Collected:
-    models: dict[str, Model] = {m.name: m for m in snap.models}
+def _fleet(snap: Snapshot) -> tuple[dict[str, float], set[str], Vec]:
+    """The MIG slices' shares, the devices other jobs hold, and the eligible capacity."""
     slice_share: dict[str, float] = {}  # MIG slice id -> the share of a GPU it counts as
     fractions: dict[str, float] = {}  # MIG profile -> its share (mig_fraction, asked once)
     used: set[str] = set()
@@ -193,82 +193,110 @@ def collect(snap: Snapshot) -> Collected:
                 slice_share[s.id] = share
         for d in node.held:
             used.add(d)
-    on_node: dict[str, NodeUse] = {}
-    per_owner: dict[str, list[float]] = {}
-    sizes: dict[tuple[str, str], tuple[float, float, Model | None, Vec, bool]] = {}
-    live: list[LiveReplica] = []
-    replicas: dict[str, Replica] = {}
-    by_model: dict[str, list[Replica]] = {}
-    current: dict[str, list[Replica]] = {}
-    stale: dict[str, list[Replica]] = {}
-    starting: set[str] = set()
-    stopping_preempted: list[Replica] = []
-    # A model's replicas come one after another (the adapter lists them by job id, which
-    # starts with the model's name): what is looked up by name or profile is looked up again
-    # only when either changes.
-    last_name: str | None = None
-    last_profile: str | None = None
-    reps: list[Replica] = []
-    kept_current: list[Replica] | None = None  # this model's, once it has one
-    kept_stale: list[Replica] | None = None
-    size: tuple[float, float, Model | None, Vec, bool] = (0.0, 0.0, None, ZERO, False)
-    for rep in snap.replicas:
-        rid = rep.id
-        replicas[rid] = rep
+    return slice_share, used, (max(gpus_cap, 1.0), max(cpu_cap, 1.0), max(mem_cap, 1.0))
+
+
+Size = tuple[float, float, Model | None, Vec, bool]  # shard CPU, memory, model, need, known
+
+
+class _Walk:
+    """The one walk over the replicas: what it has found so far. A model's replicas come one
+    after another (the adapter lists them by job id, which starts with the model's name):
+    what is looked up by name or profile is looked up again only when either changes."""
+
+    def __init__(
+        self, models: dict[str, Model], slice_share: dict[str, float], used: set[str]
+    ) -> None:
+        self.models = models
+        self.slice_share = slice_share
+        self.used = used
+        self.on_node: dict[str, NodeUse] = {}
+        self.per_owner: dict[str, list[float]] = {}  # gpus, cpu, memory held, by owner
+        self.sizes: dict[tuple[str, str], Size] = {}
+        self.live: list[LiveReplica] = []
+        self.replicas: dict[str, Replica] = {}
+        self.by_model: dict[str, list[Replica]] = {}
+        self.current: dict[str, list[Replica]] = {}
+        self.stale: dict[str, list[Replica]] = {}
+        self.starting: set[str] = set()
+        self.stopping_preempted: list[Replica] = []
+        self.last_name: str | None = None
+        self.last_profile: str | None = None
+        self.reps: list[Replica] = []  # the current model's, in by_model
+        self.kept_current: list[Replica] | None = None  # the current model's, once it has one
+        self.kept_stale: list[Replica] | None = None
+        self.size: Size = (0.0, 0.0, None, ZERO, False)
+
+    def _size(self, name: str, profile: str) -> Size:
+        known = self.sizes.get((name, profile))
+        if known is None:
+            model = self.models.get(name)
+            prof = model.profile(profile) if model else None
+            held = shard_held(model, prof)
+            need = profile_need(prof) if prof else ZERO
+            known = self.sizes[(name, profile)] = (held[0], held[1], model, need, prof is not None)
+        return known
+
+    def add(self, rep: Replica) -> None:
+        self.replicas[rep.id] = rep
         name = rep.model
         profile = rep.profile
-        new_model = name != last_name
+        new_model = name != self.last_name
         if new_model:
-            last_name = name
-            kept_current = kept_stale = None
-            reps = by_model.setdefault(name, [])
-        reps.append(rep)
-        shards = rep.shards
+            self.last_name = name
+            self.kept_current = self.kept_stale = None
+            self.reps = self.by_model.setdefault(name, [])
+        self.reps.append(rep)
         state = rep.state
         counts = state != "stopping"
-        preempted_for = rep.preempted_for
         if counts:
             if state == "starting":
-                starting.add(name)
-        elif preempted_for:
-            stopping_preempted.append(rep)
-        if new_model or profile != last_profile:
-            last_profile = profile
-            known_size = sizes.get((name, profile))
-            if known_size is None:
-                model = models.get(name)
-                prof = model.profile(profile) if model else None
-                held = shard_held(model, prof)
-                known_size = sizes[(name, profile)] = (
-                    held[0],
-                    held[1],
-                    model,
-                    profile_need(prof) if prof else ZERO,
-                    prof is not None,
-                )
-            size = known_size
-        cpu, mem, model, need, known = size
+                self.starting.add(name)
+        elif rep.preempted_for:
+            self.stopping_preempted.append(rep)
+        if new_model or profile != self.last_profile:
+            self.last_profile = profile
+            self.size = self._size(name, profile)
+        cpu, mem, model, need, known = self.size
         if model is not None and counts:
-            live.append(
-                LiveReplica(
-                    rep,
-                    model,
-                    need,
-                    rid,
-                    rep.created_at,
-                    rep.ready_at,
-                    rep.last_used_at,
-                    preempted_for,
-                )
+            self._count(rep, model, need, known)
+        gpus = self._hold(rep, name, cpu, mem, counts)
+        if model is not None:
+            n = len(rep.shards)
+            tot = self.per_owner.get(model.owner)
+            if tot is None:
+                tot = self.per_owner[model.owner] = [0.0, 0.0, 0.0]
+            tot[0] += gpus
+            tot[1] += cpu * n
+            tot[2] += mem * n
+
+    def _count(self, rep: Replica, model: Model, need: Vec, known: bool) -> None:
+        """A replica that counts: live, and current or stale by its profile."""
+        self.live.append(
+            LiveReplica(
+                rep,
+                model,
+                need,
+                rep.id,
+                rep.created_at,
+                rep.ready_at,
+                rep.last_used_at,
+                rep.preempted_for,
             )
-            if known:
-                if kept_current is None:
-                    kept_current = current.setdefault(name, [])
-                kept_current.append(rep)
-            else:
-                if kept_stale is None:
-                    kept_stale = stale.setdefault(name, [])
-                kept_stale.append(rep)
+        )
+        if known:
+            if self.kept_current is None:
+                self.kept_current = self.current.setdefault(rep.model, [])
+            self.kept_current.append(rep)
+        else:
+            if self.kept_stale is None:
+                self.kept_stale = self.stale.setdefault(rep.model, [])
+            self.kept_stale.append(rep)
+
+    def _hold(self, rep: Replica, name: str, cpu: float, mem: float, counts: bool) -> float:
+        """What the replica holds on each node; the GPUs it counts for (slices in part)."""
+        shards = rep.shards
+        used, slice_share, on_node = self.used, self.slice_share, self.on_node
         gpus = 0.0
         for sh in shards:
             devs = sh.gpus
@@ -292,36 +320,36 @@ def collect(snap: Snapshot) -> Collected:
                 gpus += len(devs)
             else:
                 gpus += sum(slice_share.get(d, 1.0) for d in devs)
-        if model is not None:
-            n = len(shards)
-            tot = per_owner.get(model.owner)
-            if tot is None:
-                tot = per_owner[model.owner] = [0.0, 0.0, 0.0]
-            tot[0] += gpus
-            tot[1] += cpu * n
-            tot[2] += mem * n
+        return gpus
+
+
+def collect(snap: Snapshot) -> Collected:
+    slice_share, used, capacity = _fleet(snap)
+    walk = _Walk({m.name: m for m in snap.models}, slice_share, used)
+    for rep in snap.replicas:
+        walk.add(rep)
     profiles_held: dict[str, tuple[str, ...]] = {}
-    for name, profile in sizes:
+    for name, profile in walk.sizes:
         profiles_held[name] = (*profiles_held.get(name, ()), profile)  # sizes' keys are unique
     usage: dict[str, Vec] = {}
-    for owner, tot in per_owner.items():
+    for owner, tot in walk.per_owner.items():
         for p in owner_prefixes(owner):
             usage[p] = add(usage.get(p, ZERO), (tot[0], tot[1], tot[2]))
     return Collected(
-        models=models,
+        models=walk.models,
         slice_share=slice_share,
-        live=live,
-        replicas=replicas,
-        by_model=by_model,
-        current=current,
-        stale=stale,
-        starting=starting,
-        stopping_preempted=stopping_preempted,
+        live=walk.live,
+        replicas=walk.replicas,
+        by_model=walk.by_model,
+        current=walk.current,
+        stale=walk.stale,
+        starting=walk.starting,
+        stopping_preempted=walk.stopping_preempted,
         used=used,
-        on_node=on_node,
+        on_node=walk.on_node,
         profiles_held=profiles_held,
         usage=usage,
-        capacity=(max(gpus_cap, 1.0), max(cpu_cap, 1.0), max(mem_cap, 1.0)),
+        capacity=capacity,
     )
 
 

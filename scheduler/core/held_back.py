@@ -154,7 +154,7 @@ class HeldBack:
         young = self._young_by_node()
         if need is None or not young:
             return None
-        excluded = self.pool.excluded
+        stopped = self.pool.stopped
         takable: dict[str, bool] = {}  # victim model -> may m take it (per call: m varies)
         others: dict[str, list[tuple[int, Replica]]] | None = None  # the pass's candidates
         tries = _TRIES
@@ -164,7 +164,7 @@ class HeldBack:
                 ok = takable.get(vm.name)
                 if ok is None:
                     ok = takable[vm.name] = self._takable(m, vm.name)
-                if ok and r.id not in excluded:
+                if ok and r.id not in stopped:
                     mine.append((n, r))
             ns = trial.nodes.get(nid)
             if not mine or ns is None:

@@ -30,6 +30,7 @@ from scheduler.core.facts import (
     shard_held,
 )
 from scheduler.core.models import GPU, MigSlice, Model, Node, Profile, Snapshot
+from scheduler.core.node_devices import devices_of
 from scheduler.core.node_index import NodeIndex, NodeMap
 
 # Re-exported: the core imports these from here as well.
@@ -119,6 +120,7 @@ class Inventory:
 
     @classmethod
     def build(cls, snap: Snapshot) -> Inventory:
+        """The capacity at the start of the pass, with the pass's facts."""
         walked = collect(snap)
         used, on_node = walked.used, walked.on_node
         nothing = NodeUse(0.0, 0.0, {}, [])
@@ -128,47 +130,7 @@ class Inventory:
         kind_of: dict[Shape, int] = {}
         slice_kinds: dict[str, int] = {}  # healthy slices on eligible nodes by MIG profile
         for node in sorted(snap.nodes, key=lambda n: n.id):
-            free_gpus: list[GPU] = []
-            free_slices: dict[str, list[MigSlice]] = {}
-            total = used_units = 0
-            whole_shape: list[tuple[str, float, bool]] = []
-            mig_shape: list[tuple[str, float, bool, bool]] = []
-            eligible = node.eligible
-            for gpu in node.gpus:  # each field read once (a pydantic attribute is a dict lookup)
-                mig = gpu.mig
-                gpu_ok = gpu.healthy
-                if mig is None:
-                    total += 1
-                    whole_shape.append((gpu.model, gpu.memory_gb, gpu_ok))
-                    if gpu.id in used:
-                        used_units += 1
-                    elif gpu_ok:
-                        free_gpus.append(gpu)
-                    continue
-                any_ok = False
-                for s in mig:
-                    total += 1
-                    slice_ok = s.healthy
-                    any_ok = any_ok or slice_ok
-                    taken = s.id in used
-                    if taken:
-                        used_units += 1
-                    if not (slice_ok and gpu_ok):
-                        continue
-                    prof = s.profile
-                    if eligible:
-                        slice_kinds[prof] = slice_kinds.get(prof, 0) + 1
-                    if taken:
-                        continue
-                    free = free_slices.get(prof)
-                    if free is None:
-                        free_slices[prof] = [s]
-                    else:
-                        free.append(s)
-                mig_shape.append((gpu.model, gpu.memory_gb, gpu_ok, any_ok))
-            whole_shape.sort()
-            mig_shape.sort()
-            shape = (eligible, tuple(whole_shape), tuple(mig_shape))
+            free_gpus, free_slices, used_units, total, shape = devices_of(node, used, slice_kinds)
             kind = kind_of.get(shape)  # a shape is hashed once a node: tuples keep no hash
             if kind is None:
                 kind = kind_of[shape] = len(kind_of)

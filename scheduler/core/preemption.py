@@ -18,6 +18,7 @@ from datetime import timedelta
 from functools import partial
 from typing import NamedTuple
 
+from scheduler.core.facts import LiveReplica
 from scheduler.core.fairshare import FairShare
 from scheduler.core.guarantees import guarantee_of, owed_replicas, within_guarantee
 from scheduler.core.inventory import (
@@ -27,6 +28,7 @@ from scheduler.core.inventory import (
     profile_need,
 )
 from scheduler.core.models import CLASS_RANK, Model, Replica, Snapshot
+from scheduler.core.sorted_groups import Sorted, merged, oldest_first
 from scheduler.core.victims import (
     POOL_CAP,
     TIER_BORROWED,
@@ -34,11 +36,8 @@ from scheduler.core.victims import (
     TIER_LOWER_ABOVE_MIN,
     TIER_LOWER_MIN,
     TIER_SAME_ABOVE_MIN,
-    Sorted,
     Victim,
     choose,
-    merged,
-    oldest_first,
     set_cost,
     stop_reason,
 )
@@ -131,35 +130,47 @@ class _Entry:
         )
 
 
+class _GuaranteeUse:
+    """What the replicas walked so far (oldest first) hold of one guarantee, shared by the
+    models under its prefix: once past it, every newer replica there is borrowed."""
+
+    def __init__(self, caps: Vec) -> None:
+        self.gpus = 0.0
+        self.cpu = 0.0
+        self.memory = 0.0
+        self.caps = (caps[0] + 1e-9, caps[1] + 1e-9, caps[2] + 1e-9)
+        self.past = False  # a replica passed the guarantee: all that is newer is borrowed
+
+    def borrowed(self, need: Vec) -> bool:
+        """Count the next replica in; whether it is past the guarantee."""
+        if self.past:
+            return True
+        self.gpus += need[0]
+        self.cpu += need[1]
+        self.memory += need[2]
+        caps = self.caps
+        self.past = self.gpus > caps[0] or self.cpu > caps[1] or self.memory > caps[2]
+        return self.past
+
+
 class _ModelFacts:
     """What the pool's walk keeps per model. (A plain class: compiled, a dataclass is built
     through its generated __init__, which runs as Python.)"""
 
-    def __init__(
-        self,
-        rank: int,
-        on_demand: bool,
-        guarded: bool,
-        minimum: int,
-        within: list[float] | None,
-        ids: list[str],
-        count: int,
-        filed: list[tuple[GroupKey, Sorted[VictimOrder]] | None],
-        entries: list[_Entry],
-    ) -> None:
-        self.rank = rank
-        self.on_demand = on_demand
-        self.guarded = guarded  # its owner has a guarantee somewhere up its path
-        self.minimum = minimum
-        # Running use of its guarantee (gpus, cpu, memory, their caps, past it): shared by the
-        # models under that guarantee; None without quotas or without a guarantee up its path.
+    def __init__(self, m: Model, within: _GuaranteeUse | None) -> None:
+        sc = m.scaling
+        self.rank = CLASS_RANK[m.class_]
+        self.on_demand = sc.on_demand
+        self.guarded = within is not None  # its owner has a guarantee somewhere up its path
+        self.minimum = sc.min
+        # Use of its guarantee so far; None without quotas or without a guarantee up its path.
         self.within = within
-        self.ids = ids  # its live replicas, oldest first
-        self.count = count  # of those, the ones this pass does not already stop
+        self.ids: list[str] = []  # its live replicas, oldest first
+        self.count = 0  # of those, the ones this pass does not already stop
         # Its groups, by (idle on demand, above its minimum, borrowed) as 4 * a + 2 * b + c:
         # each key with the pool's list for it, appended to without hashing the key per replica.
-        self.filed = filed
-        self.entries = entries  # its possible victims, oldest first
+        self.filed: list[tuple[GroupKey, Sorted[VictimOrder]] | None] = [None] * 8
+        self.entries: list[_Entry] = []  # its possible victims, oldest first
 
 
 def _nodes_of(r: Replica) -> tuple[str, ...]:
@@ -181,111 +192,94 @@ def _back_within(e: _Entry, inv: Inventory) -> bool:
 class VictimPool:
     """Every live replica that could ever give way, grouped for quick, ordered asking."""
 
-    def __init__(self, snapshot: Snapshot, inv: Inventory, excluded: set[str]) -> None:
+    def __init__(self, snapshot: Snapshot, inv: Inventory, stopped: set[str]) -> None:
         now = snapshot.now
         settings = snapshot.settings
         self.quotas = inv.facts.quotas
-        self.excluded = excluded  # shared with the pass: replicas it already stops
+        self.stopped = stopped  # the pass's ledger's: replicas it already stops
         self._groups: dict[GroupKey, Sorted[VictimOrder]] = {}
         # Per model its live replicas oldest first (the newest are the ones above its
-        # minimum) and its possible victims, excluded or not.
+        # minimum) and its possible victims, stopped or not.
         self._models: dict[str, _ModelFacts] = {}
         self._replicas = inv.facts.replicas
         # Set by the pass when quotas are in play: preemption between borrowers of one class
         # must move toward the fair share, never away from it.
         self.fair: FairShare | None = None
-        grace = settings.eviction_grace_s
-        fresh_after = now - timedelta(seconds=settings.min_lifetime_s)
+        self._guarantees: dict[str, _GuaranteeUse] = {}  # by the guarantee's prefix
+        self._owners: dict[str, _GuaranteeUse | None] = {}  # by owner
+        self._pairs: dict[GroupKey, tuple[GroupKey, Sorted[VictimOrder]]] = {}
+        self._grace = settings.eviction_grace_s
+        self._fresh_after = now - timedelta(seconds=settings.min_lifetime_s)
+        self._now = now
         # One walk, oldest first: what each owner holds within its guarantee accumulates in
         # that order (the newest beyond it are the borrowed), and a model's replicas above
         # its minimum are its newest ones.
-        per_model = self._models
-        per_owner: dict[str, list[float] | None] = {}  # running use against its guarantee
-        pairs: dict[GroupKey, tuple[GroupKey, Sorted[VictimOrder]]] = {}
         for age, lr in enumerate(oldest_first(inv.facts.live)):
-            m, need, rid, ready, used = lr.model, lr.need, lr.id, lr.ready_at, lr.last_used_at
-            name = m.name
-            known = per_model.get(name)
-            if known is None:
-                known = per_model[name] = self._model_facts(m, per_owner)
-            acc = known.within
-            if acc is None:
-                is_borrowed = True  # no quotas, or no guarantee up its path: all of it
-            elif acc[6]:
-                is_borrowed = True  # past the guarantee already: so is all that is newer
-            else:
-                acc[0] += need[0]
-                acc[1] += need[1]
-                acc[2] += need[2]
-                is_borrowed = acc[0] > acc[3] or acc[1] > acc[4] or acc[2] > acc[5]
-                if is_borrowed:
-                    acc[6] = 1.0
-            if lr.preempted_for:
-                continue
-            known.ids.append(rid)
-            left = 0
-            if rid not in excluded:
-                known.count += 1
-                left = known.count - known.minimum
-            rank = known.rank
-            if rank == CRITICAL and left <= 0:
-                continue  # never a victim this pass (a critical minimum stays one)
-            if ready is not None and ready > fresh_after:
-                continue  # just paid for its model load
-            # Unknown use is not idleness (as in the Go original).
-            idle = (now - used).total_seconds() if used is not None else 0.0
-            idle_od = known.on_demand and idle >= grace
-            entry = _Entry(
-                lr.replica, m, rank, idle, idle_od, is_borrowed, known.guarded, need, rid, age
-            )
-            known.entries.append(entry)
-            if rid in excluded:
-                continue
-            variant = 4 * idle_od + 2 * (left > 0) + is_borrowed
-            filed = known.filed[variant]
-            if filed is None:
-                key = entry.group(left > 0)  # kept once per group, not once per model:
-                filed = pairs.get(key) or pairs.setdefault(key, (key, Sorted()))
-                known.filed[variant] = filed
-            filed[1].add(entry.order())
-            entry.where = filed[0]
-        self._groups.update((key, pair[1]) for key, pair in pairs.items())
+            self._file(lr, age)
+        self._groups.update((key, pair[1]) for key, pair in self._pairs.items())
 
-    def _model_facts(self, m: Model, per_owner: dict[str, list[float] | None]) -> _ModelFacts:
-        """What the walk needs of a model, once: and the running use of its guarantee, shared
-        by every model under that guarantee's prefix."""
-        quotas = self.quotas
-        within = None
-        if quotas:
-            if m.owner not in per_owner:
-                g = guarantee_of(m.owner, quotas)
-                if g is None:
-                    per_owner[m.owner] = None
-                else:
-                    prefix = "\0" + g[0]  # kept apart from the owners' own entries
-                    if prefix not in per_owner:
-                        cap_g, cap_c, cap_m = (c + 1e-9 for c in g[1])
-                        per_owner[prefix] = [0.0, 0.0, 0.0, cap_g, cap_c, cap_m, 0.0]
-                    per_owner[m.owner] = per_owner[prefix]
-            within = per_owner[m.owner]
-        sc = m.scaling
-        return _ModelFacts(
-            CLASS_RANK[m.class_],
-            sc.on_demand,
-            within is not None,
-            sc.min,
-            within,
-            [],
-            0,
-            [None] * 8,
-            [],
+    def _file(self, lr: LiveReplica, age: int) -> None:
+        """Count one live replica in, and file it as a possible victim if it may be one."""
+        m, need, rid, ready = lr.model, lr.need, lr.id, lr.ready_at
+        known = self._models.get(m.name)
+        if known is None:
+            known = self._models[m.name] = _ModelFacts(m, self._use_of(m.owner))
+        within = known.within
+        # No quotas, or no guarantee up its path: all of it is borrowed.
+        is_borrowed = within is None or within.borrowed(need)
+        if lr.preempted_for:
+            return
+        known.ids.append(rid)
+        left = 0
+        stopped = rid in self.stopped
+        if not stopped:
+            known.count += 1
+            left = known.count - known.minimum
+        if known.rank == CRITICAL and left <= 0:
+            return  # never a victim this pass (a critical minimum stays one)
+        if ready is not None and ready > self._fresh_after:
+            return  # just paid for its model load
+        # Unknown use is not idleness (as in the Go original).
+        used = lr.last_used_at
+        idle = (self._now - used).total_seconds() if used is not None else 0.0
+        idle_od = known.on_demand and idle >= self._grace
+        entry = _Entry(
+            lr.replica, m, known.rank, idle, idle_od, is_borrowed, known.guarded, need, rid, age
         )
+        known.entries.append(entry)
+        if stopped:
+            return
+        variant = 4 * idle_od + 2 * (left > 0) + is_borrowed
+        filed = known.filed[variant]
+        if filed is None:
+            key = entry.group(left > 0)  # kept once per group, not once per model:
+            pairs = self._pairs
+            filed = pairs.get(key) or pairs.setdefault(key, (key, Sorted()))
+            known.filed[variant] = filed
+        filed[1].add(entry.order())
+        entry.where = filed[0]
+
+    def _use_of(self, owner: str) -> _GuaranteeUse | None:
+        """The running use of the guarantee up the owner's path, shared by every owner under
+        that guarantee's prefix (None: no quotas, or no guarantee)."""
+        if not self.quotas:
+            return None
+        if owner not in self._owners:
+            g = guarantee_of(owner, self.quotas)
+            if g is None:
+                self._owners[owner] = None
+            else:
+                use = self._guarantees.get(g[0])
+                if use is None:
+                    use = self._guarantees[g[0]] = _GuaranteeUse(g[1])
+                self._owners[owner] = use
+        return self._owners[owner]
 
     def _regroup(self, model: str) -> None:
         """(Re)file a model's replicas: which are above its minimum depends on how many of
         them this pass has not already stopped."""
         known = self._models[model]
-        ids = [rid for rid in reversed(known.ids) if rid not in self.excluded]
+        ids = [rid for rid in reversed(known.ids) if rid not in self.stopped]
         above = max(len(ids) - known.minimum, 0)
         entries = {e.rid: e for e in known.entries}
         for i, rid in enumerate(ids):
@@ -305,9 +299,8 @@ class VictimPool:
             group.insert(order)
             e.where = key
 
-    def exclude(self, replica_id: str) -> None:
-        """The pass stops this replica: never a victim again, and its model's others move."""
-        self.excluded.add(replica_id)
+    def regroup(self, replica_id: str) -> None:
+        """The pass stopped this replica (it is in `stopped`): its model's others move."""
         rep = self._replicas.get(replica_id)
         if rep is not None and rep.model in self._models:
             self._regroup(rep.model)
@@ -362,7 +355,7 @@ class VictimPool:
         for tier, groups in enumerate(tiers):
             for order in merged(groups):
                 e = order[5]
-                if e.rid in self.excluded:
+                if e.rid in self.stopped:
                     continue
                 if e.replica.model == m.name:
                     continue

@@ -174,7 +174,7 @@ def want(
             used = last_used(demand, replicas)
             idle = idle_seconds(used, now)
             # The sentences name instants, not elapsed seconds: a plan must not change with
-            # the clock alone (the service carries a quiet pass over, issue 15).
+            # the clock alone (the service carries a quiet pass over, calm.py).
             if idle >= settings.eviction_grace_s:
                 why = f"0 replicas: on demand, idle {idle_since(used)}"
                 return Want(0, 0, why)  # the idle grace is its own stabilisation
@@ -187,8 +187,24 @@ def want(
     if load is not None and not load.complete and count < live:
         keep = min(live, sc.max)
         return Want(keep, recommended, f"{keep} replicas: metrics incomplete, no scale-down")
+    why = _explain(count, asks, winner, head)
     if count >= live:
-        return Want(count, recommended, _explain(count, asks, winner, head))
+        return Want(count, recommended, why)
+    return _scale_down_held(model, count, live, marks, now, settings, why)
+
+
+def _scale_down_held(
+    model: Model,
+    count: int,
+    live: int,
+    marks: Sequence[DesiredMark],
+    now: datetime,
+    settings: Settings,
+    why: str,
+) -> Want:
+    """Fewer than live: only down to the highest count asked over the window, at most `step`
+    a pass, never before the window was watched whole (rule S2)."""
+    sc = model.scaling
     window = window_of(model, settings)
     step = sc.scale_down_step if sc.scale_down_step is not None else settings.scale_down_step
     floor = count
@@ -201,10 +217,9 @@ def want(
     if step > 0:
         held = max(held, live - step)
     held = min(held, sc.max)  # a lowered maximum is not a scale-down to stabilise
-    why = _explain(count, asks, winner, head)
     if held > count:
         why = f"{held} replicas: scale-down held ({window} s window, step {step or 'any'}); {why}"
-    return Want(held, recommended, why)
+    return Want(held, count, why)
 
 
 def window_of(model: Model, settings: Settings) -> int:
@@ -226,16 +241,3 @@ def remember(
 
 def idle_since(used: datetime | None) -> str:
     return "forever" if used is None else f"since {rfc3339(used)}"
-
-
-def desired_replicas(
-    model: Model,
-    demand: Demand | None,
-    replicas: Iterable[Replica],
-    now: datetime,
-    eviction_grace_s: float,
-) -> int:
-    """The count the signals ask for with request counts only and no stabilisation (rule S1
-    as the project started); kept for callers that have no Load."""
-    settings = Settings(eviction_grace_s=int(eviction_grace_s), scale_down_window_s=0)
-    return want(model, demand, None, list(replicas), (), now, settings).count

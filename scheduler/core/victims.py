@@ -6,20 +6,12 @@ The candidates come from preemption.VictimPool, in tier order.
 
 from __future__ import annotations
 
-import heapq
-from bisect import bisect_left, insort
 from collections.abc import Callable, Iterator, Sequence
 from itertools import combinations, islice
-from operator import attrgetter
-from typing import Any, Generic, TypeVar
 
-from scheduler.core.facts import LiveReplica
 from scheduler.core.inventory import Inventory, profile_need
 from scheduler.core.models import Model, Profile, Replica
 from scheduler.core.placement import Placer
-
-# The items of a group: tuples, compared as tuples are.
-Order = TypeVar("Order", bound=tuple[Any, ...])
 
 TIER_IDLE, TIER_BORROWED, TIER_LOWER_ABOVE_MIN, TIER_SAME_ABOVE_MIN, TIER_LOWER_MIN = range(5)
 
@@ -151,91 +143,6 @@ def _on_node(
     return found
 
 
-_BY_ID = attrgetter("id")
-_BY_CREATED = attrgetter("created_at")
-
-
-def oldest_first(live: list[LiveReplica]) -> list[LiveReplica]:
-    """By creation, then id: two stable sorts on keys read in C, no key tuple per replica."""
-    ordered = sorted(live, key=_BY_ID)
-    ordered.sort(key=_BY_CREATED)
-    return ordered
-
-
-class Sorted(Generic[Order]):
-    """Distinct items read in sorted order, sorted only as far as they are read: a heap of the
-    rest under a sorted head. Making the heap is linear where a sort is not, and a group of
-    possible victims is read a few items deep, if at all (the victim search takes the first
-    POOL_CAP candidates of a tier)."""
-
-    def __init__(self) -> None:
-        self.head: list[Order] = []  # the smallest, in order
-        self.rest: list[Order] = []  # each one greater than every one in head
-        self.heaped = True  # whether `rest` is a heap yet
-
-    def add(self, item: Order) -> None:
-        """While the group is being made: in any order, heaped when first read."""
-        self.rest.append(item)
-        self.heaped = False
-
-    def size(self) -> int:
-        return len(self.head) + len(self.rest)
-
-    def at(self, j: int) -> Order | None:
-        """The j-th smallest, or None past the last."""
-        head = self.head
-        if j < len(head):
-            return head[j]
-        rest = self.rest
-        if not self.heaped:
-            heapq.heapify(rest)
-            self.heaped = True
-        while len(head) <= j:
-            if not rest:
-                return None
-            head.append(heapq.heappop(rest))
-        return head[j]
-
-    def insert(self, item: Order) -> None:
-        head = self.head
-        if head and item < head[-1]:
-            insort(head, item)
-        elif self.heaped:
-            heapq.heappush(self.rest, item)
-        else:
-            self.rest.append(item)
-
-    def remove(self, item: Order) -> None:
-        head = self.head
-        i = bisect_left(head, item)
-        if i < len(head) and head[i] == item:
-            del head[i]
-            return
-        self.rest.remove(item)
-        if self.heaped:
-            heapq.heapify(self.rest)
-
-
-def merged(groups: list[Sorted[Order]]) -> Iterator[Order]:
-    """The groups merged, smallest first, each read as it is reached (as heapq.merge, which
-    runs as Python: this one is compiled). No two items of the groups are equal."""
-    heap = []
-    for i, g in enumerate(groups):
-        first = g.at(0)
-        if first is not None:
-            heap.append((first, i, 0))
-    heapq.heapify(heap)
-    while heap:
-        order, i, j = heap[0]
-        yield order
-        j += 1
-        item = groups[i].at(j)
-        if item is not None:
-            heapq.heapreplace(heap, (item, i, j))
-        else:
-            heapq.heappop(heap)
-
-
 # How many candidates (in tier order) a victim search looks at: the search is exact on
 # them; on a large fleet the first ones are the cheapest tiers anyway. Bounds a pass's time.
 POOL_CAP = 24
@@ -278,18 +185,7 @@ def choose(
         trial, touched = _released(inv, gone)
         return placer.fits(m, trial, inv.version, touched)
 
-    by_node: dict[str, list[Victim]] = {}
-    held: dict[str, list[float]] = {}  # per node: what all its candidates hold there
-    for v in pool:
-        cpu, mem = v.shard_cpu, v.shard_mem
-        for sh in v.replica.shards:
-            by_node.setdefault(sh.node, []).append(v)
-            h = held.get(sh.node)
-            if h is None:
-                h = held[sh.node] = [0.0, 0.0, 0.0]
-            h[0] += len(sh.gpus)
-            h[1] += cpu
-            h[2] += mem
+    by_node, held = _by_node(pool)
     best: list[Victim] | None = None
     walk = False  # whether the plain walk below may find what the per-node search cannot
     for profile in m.profiles:
@@ -301,33 +197,13 @@ def choose(
         lacking = profile.shards - len(ready)
         if lacking <= 0:
             continue
-        per_node: list[tuple[CostKey, list[Victim]]] = []
         bound = set_cost(best) if best is not None and lacking == 1 else None
-        for nid in sorted(by_node):
-            if nid in ready or not _room_possible(m, profile, inv, nid, held[nid], placer):
-                continue
-
-            def ok(gone: Sequence[Victim], nid: str = nid, profile: Profile = profile) -> bool:
-                trial, _ = _released(inv, gone)
-                return placer.shard_fits(m, profile, trial, nid)
-
-            found = _on_node(ok, by_node[nid], max_victims, bound, over)
-            if found is not None:
-                per_node.append((set_cost(found), found))
-                if lacking == 1:
-                    bound = per_node[-1][0]
-        per_node.sort(key=lambda t: t[0])
-        chosen: dict[str, Victim] = {}
-        got = 0
-        for _, found in per_node:
-            if got == lacking:
-                break
-            new = {v.replica.id: v for v in found if v.replica.id not in chosen}
-            if len(chosen) + len(new) <= max_victims:
-                chosen.update(new)
-                got += 1
-        if got == lacking and fits(list(chosen.values())):
-            picked = _prune(list(chosen.values()), fits)
+        found = _per_node(
+            m, profile, inv, placer, by_node, held, ready, lacking, max_victims, bound, over
+        )
+        chosen = _combined(found, lacking, max_victims)
+        if chosen is not None and fits(chosen):
+            picked = _prune(chosen, fits)
             if best is None or set_cost(picked) < set_cost(best):
                 best = picked
     if best is None:
@@ -339,6 +215,74 @@ def choose(
     if best is None and walk:
         best = _walk(pool, max_victims, fits)
     return best or []
+
+
+def _by_node(pool: list[Victim]) -> tuple[dict[str, list[Victim]], dict[str, list[float]]]:
+    """The candidates on each node, and what all of them hold there (GPUs, CPU, memory)."""
+    by_node: dict[str, list[Victim]] = {}
+    held: dict[str, list[float]] = {}
+    for v in pool:
+        cpu, mem = v.shard_cpu, v.shard_mem
+        for sh in v.replica.shards:
+            by_node.setdefault(sh.node, []).append(v)
+            h = held.get(sh.node)
+            if h is None:
+                h = held[sh.node] = [0.0, 0.0, 0.0]
+            h[0] += len(sh.gpus)
+            h[1] += cpu
+            h[2] += mem
+    return by_node, held
+
+
+def _per_node(
+    m: Model,
+    profile: Profile,
+    inv: Inventory,
+    placer: Placer,
+    by_node: dict[str, list[Victim]],
+    held: dict[str, list[float]],
+    ready: set[str],
+    lacking: int,
+    max_victims: int,
+    bound: CostKey | None,
+    over: list[int] | None,
+) -> list[tuple[CostKey, list[Victim]]]:
+    """The cheapest set on each node not `ready` that would make room for one shard there,
+    cheapest first. With one shard lacking, a node is searched only for a set cheaper than
+    the best so far (`bound`)."""
+    per_node: list[tuple[CostKey, list[Victim]]] = []
+    for nid in sorted(by_node):
+        if nid in ready or not _room_possible(m, profile, inv, nid, held[nid], placer):
+            continue
+
+        def ok(gone: Sequence[Victim], nid: str = nid) -> bool:
+            trial, _ = _released(inv, gone)
+            return placer.shard_fits(m, profile, trial, nid)
+
+        found = _on_node(ok, by_node[nid], max_victims, bound, over)
+        if found is not None:
+            per_node.append((set_cost(found), found))
+            if lacking == 1:
+                bound = per_node[-1][0]
+    per_node.sort(key=lambda t: t[0])
+    return per_node
+
+
+def _combined(
+    per_node: list[tuple[CostKey, list[Victim]]], lacking: int, max_victims: int
+) -> list[Victim] | None:
+    """The cheapest nodes' sets together, for as many nodes as are lacking and within
+    `max_victims` (None: not enough of them)."""
+    chosen: dict[str, Victim] = {}
+    got = 0
+    for _, found in per_node:
+        if got == lacking:
+            break
+        new = {v.replica.id: v for v in found if v.replica.id not in chosen}
+        if len(chosen) + len(new) <= max_victims:
+            chosen.update(new)
+            got += 1
+    return list(chosen.values()) if got == lacking else None
 
 
 def _prune(chosen: list[Victim], fits: Callable[[Sequence[Victim]], bool]) -> list[Victim]:

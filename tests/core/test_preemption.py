@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from scheduler.core.decide import decide
 from scheduler.core.models import Snapshot, StopAction
 from scheduler.core.simulate import apply_plan
-from scheduler.core.victims import Sorted, merged
+from scheduler.core.sorted_groups import Sorted, merged
 
 NOW = "2026-12-02T10:00:00Z"
 LONG_AGO = "2026-12-02T08:00:00Z"
