@@ -104,7 +104,7 @@ PLANS = r"""
 import hashlib, sys
 sys.path.insert(0, "tests/core")
 from hypothesis import HealthCheck, Phase, given, seed, settings
-import test_core_properties as T
+import scenario_gen as G, scenario_runs as T
 from bench.fleetgen import steady_snapshot
 from scheduler.core.decide import decide
 from scheduler.core.simulate import apply_plan
@@ -113,7 +113,7 @@ h = hashlib.sha256()
 @seed(20261203)
 @settings(max_examples=300, database=None, deadline=None, phases=[Phase.generate],
           suppress_health_check=list(HealthCheck))
-@given(T.scenarios())
+@given(G.scenarios())
 def run(scn):
     for _, plan in T.passes(scn):
         h.update(plan.model_dump_json().encode())

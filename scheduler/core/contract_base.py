@@ -44,7 +44,7 @@ class Lenient(BaseModel):
 # The records the pass reads most (fleet, replicas, catalog) are pydantic dataclasses, frozen
 # and with slots, not BaseModels: validated alike at the boundary, but an attribute is a slot.
 # A BaseModel's is a lookup in the instance dict behind its __getattr__ hook, about 300
-# instructions compiled; a pass reads some 470,000 of them at 1,000 nodes (issue 15).
+# instructions compiled; a pass reads some 470,000 of them at 1,000 nodes.
 STRICT_RECORD = ConfigDict(extra="forbid", populate_by_name=True)
 LENIENT_RECORD = ConfigDict(extra="ignore", populate_by_name=True)
 

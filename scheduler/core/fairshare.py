@@ -1,4 +1,4 @@
-"""Weighted fair sharing of what is borrowed past the guarantees (issue 12).
+"""Weighted fair sharing of what is borrowed past the guarantees.
 
 Each owner is accounted at its *quota node*: the most specific prefix of its path that has a
 quota (or the owner itself). Its share is its dominant borrowed fraction, as Kueue's fair

@@ -1,4 +1,4 @@
-"""Why room that preemption could make for a model was not made (issue 12 item 6).
+"""Why room that preemption could make for a model was not made.
 
 `choose` already says when only more than `max_victims` victims would do. This module says
 the two other reasons a feasible preemption is held back: the replicas that would make room

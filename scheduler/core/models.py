@@ -83,7 +83,7 @@ class Settings(Strict):
     # The Nomad node meta key that names a node's topology group (rack), for the locality
     # of multi-node replicas.
     topology_key: Annotated[str, Field(min_length=1, max_length=128)] = "rack"
-    # Scale-down stabilisation (issue 18): a model scales down only to the highest count it
+    # Scale-down stabilisation: a model scales down only to the highest count it
     # wanted over this window (HPA's and AIBrix's default 300 s), at most this many replicas
     # per pass (0: no limit). Scale-up is never delayed. A model's scaling may override both.
     scale_down_window_s: Annotated[int, Field(ge=0, le=86400)] = 300
@@ -102,7 +102,7 @@ class Scaling(Record):
     max: Annotated[int, Field(ge=0, le=100_000)] = 1
     target_per_replica: Annotated[float, Field(ge=0.001, le=MAX_AMOUNT, allow_inf_nan=False)] = 16
     on_demand: bool = False
-    # Objectives on what the model servers report (issue 18); each one set is a signal, and the
+    # Objectives on what the model servers report; each one set is a signal, and the
     # largest count any signal asks for wins. KV-cache usage per replica (0-1, llm-d's 0.80),
     # waiting requests per replica (llm-d's 5), TTFT and inter-token latency p90 (Dynamo's
     # 500 ms / 50 ms).
@@ -242,7 +242,7 @@ FiniteNonNeg = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
 
 class Load(Strict):
-    """What a model's servers report (issue 18), as numbers: the adapter gathers and aggregates
+    """What a model's servers report, as numbers: the adapter gathers and aggregates
     them (scheduler/demand/), the core only compares them with the model's objectives.
 
     `running`/`waiting` are sums over the model's replicas; `kv_cache` is their mean usage
@@ -296,7 +296,7 @@ class Snapshot(Lenient):
     # Replica -> the replacement started to move it (consolidation, defragmentation): it is
     # stopped once the replacement runs. Handed on by the plan, kept in the state key.
     moves: dict[str, str] = Field(default_factory=dict)
-    # Issue 18: the servers' signals per model, and each model's recent desired counts.
+    # The servers' signals per model, and each model's recent desired counts.
     load: dict[str, Load] = Field(default_factory=dict)
     recent_desired: dict[str, list[DesiredMark]] = Field(default_factory=dict)
     # Models whose key was deleted while replicas of theirs run: name -> when it went missing
@@ -347,7 +347,7 @@ class ModelStatus(Strict):
     tried: list[ProfileTrial] = Field(default_factory=list)
     # A rolling update or a move to a better profile under way, or a stopped roll-out.
     rollout: str | None = None
-    # Issue 18: which signal set the count, in a sentence; and the count the signals asked
+    # Which signal set the count, in a sentence; and the count the signals asked
     # for before scale-down stabilisation (the adapter records it as a DesiredMark).
     why: str | None = None
     recommended: int | None = None
@@ -357,7 +357,7 @@ class Plan(Strict):
     actions: list[Action] = Field(default_factory=list)
     models: dict[str, ModelStatus] = Field(default_factory=dict)
     holds: dict[str, Hold] = Field(default_factory=dict)
-    # Advice for operators, e.g. which drained MIG GPU to re-partition (issue 6).
+    # Advice for operators, e.g. which drained MIG GPU to re-partition.
     advice: list[str] = Field(default_factory=list)
     # Roll-outs that failed, handed on to the next pass (Snapshot.stalled).
     stalled: dict[str, str] = Field(default_factory=dict)

@@ -25,7 +25,7 @@ def apply_plan(snapshot: Snapshot, plan: Plan, advance_s: float = 0) -> Snapshot
                     shards=a.shards,
                 )
             )
-    # What the service does between passes: keep each model's recent desired counts (issue 18).
+    # What the service does between passes: keep each model's recent desired counts.
     marks = {
         m.name: remember(
             snapshot.recent_desired.get(m.name, []),
@@ -41,7 +41,7 @@ def apply_plan(snapshot: Snapshot, plan: Plan, advance_s: float = 0) -> Snapshot
             "recent_desired": marks,
             "replicas": replicas,
             "holds": dict(plan.holds),
-            # As the service's state key hands them on (issue 16): moves under way, and
+            # As the service's state key hands them on: moves under way, and
             # roll-outs that failed.
             "moves": dict(plan.moves),
             "stalled": dict(plan.stalled),

@@ -1,6 +1,6 @@
 """Recorded plans that a change of the core's structure must keep: the same starts, stops,
 moves, placements, holds and reason texts, on bench/fleetgen.py's steady snapshots and on
-1,000 generated scenarios (test_core_properties.scenarios, each run as its history of passes).
+1,000 generated scenarios (scenario_gen.scenarios, each run as its history of passes).
 
 Plans may gain fields (a reason's code, say): those are named in ADDED and left out of what
 is compared; nothing else may change. The golden file keeps a hash per run and a few whole
@@ -33,14 +33,8 @@ if __name__ == "__main__":  # run as a file: the checkout root and this folder i
 from hypothesis.control import BuildContext  # noqa: E402
 from hypothesis.errors import StopTest  # noqa: E402
 from hypothesis.internal.conjecture.data import ConjectureData  # noqa: E402
-from test_core_properties import (  # noqa: E402
-    Scenario,
-    dump,
-    operator_changes,
-    scenarios,
-    step,
-    with_demand,
-)
+from scenario_gen import Scenario, scenarios  # noqa: E402
+from scenario_runs import dump, operator_changes, step, with_demand  # noqa: E402
 
 from bench.fleetgen import steady_snapshot  # noqa: E402
 from scheduler.core.decide import decide  # noqa: E402

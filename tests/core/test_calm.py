@@ -1,4 +1,4 @@
-"""calm_until (issue 15, item 3): before that instant the clock alone never changes a quiet
+"""calm_until: before that instant the clock alone never changes a quiet
 plan, so the service may carry it over without deciding again.
 
 The property: for a plan without actions, decide(snapshot at any t in [now, calm_until))
@@ -21,17 +21,9 @@ from scheduler.core.defragment import next_turn, turn_of
 from scheduler.core.models import Plan, Snapshot
 from scheduler.core.simulate import apply_plan
 from scheduler.core.validate import parse_snapshot
-from tests.core import test_issue12 as issue12
-from tests.core.test_core_properties import (
-    PROPS,
-    T0,
-    Scenario,
-    dump,
-    passes,
-    scenarios,
-    step,
-    ts,
-)
+from tests.core import preemption_snapshots as hand
+from tests.core.scenario_gen import PROPS, T0, Scenario, scenarios, ts
+from tests.core.scenario_runs import dump, passes, step
 
 FAR = timedelta(days=30)  # "never": well past every grace the generators use
 
@@ -189,11 +181,11 @@ def _edge(s: Snapshot) -> tuple[Plan, datetime]:
 
 def test_a_hold_ends_at_its_instant() -> None:
     """a yielded to b; b waits for a's replica to stop: a is held until 10:01:40."""
-    s = issue12.snap(
-        nodes=[issue12.node("n1", 1)],
-        models=[issue12.model("a", "standard", "org/a"), issue12.model("b", "critical", "org/b")],
+    s = hand.snap(
+        nodes=[hand.node("n1", 1)],
+        models=[hand.model("a", "standard", "org/a"), hand.model("b", "critical", "org/b")],
         replicas=[
-            issue12.replica("r-a", "a", [("n1", ["n1-g0"])], state="stopping", preempted_for="b")
+            hand.replica("r-a", "a", [("n1", ["n1-g0"])], state="stopping", preempted_for="b")
         ],
         holds={"a": {"until": "2026-12-02T10:01:40Z", "for": "b"}},
     )
@@ -205,14 +197,14 @@ def test_a_hold_ends_at_its_instant() -> None:
 def test_a_fresh_replica_may_give_way_at_min_lifetime() -> None:
     """b (critical) finds its only GPU held by a replica ready 100 s ago: min_lifetime_s 600."""
     ready = ts(T0 - timedelta(seconds=100))
-    s = issue12.snap(
+    s = hand.snap(
         settings={"min_lifetime_s": 600, "scale_down_window_s": 0},
-        nodes=[issue12.node("n1", 1)],
+        nodes=[hand.node("n1", 1)],
         models=[
-            issue12.model("a", "opportunistic", "org/a"),
-            issue12.model("b", "critical", "org/b"),
+            hand.model("a", "opportunistic", "org/a"),
+            hand.model("b", "critical", "org/b"),
         ],
-        replicas=[issue12.replica("r-a", "a", [("n1", ["n1-g0"])], ready_at=ready)],
+        replicas=[hand.replica("r-a", "a", [("n1", ["n1-g0"])], ready_at=ready)],
     )
     _plan, until = _edge(s)
     assert until == T0 + timedelta(seconds=500)
@@ -221,16 +213,16 @@ def test_a_fresh_replica_may_give_way_at_min_lifetime() -> None:
 def test_defragmentation_tries_the_next_waiting_model_at_the_next_turn() -> None:
     """x and y both wait for two GPUs of one node; moving c's replica off n1 would make room
     for y only. The turn decides which of them defragmentation tries: a minute each."""
-    c = issue12.model("c", "standard", "org/c", lo=1, hi=1)
-    x = issue12.model("x", "standard", "org/x", gpus=2)
+    c = hand.model("c", "standard", "org/c", lo=1, hi=1)
+    x = hand.model("x", "standard", "org/x", gpus=2)
     x["profiles"][0]["gpu_models"] = ["H200"]
-    y = issue12.model("y", "standard", "org/y", gpus=2)
-    n2 = issue12.node("n2", 1)
+    y = hand.model("y", "standard", "org/y", gpus=2)
+    n2 = hand.node("n2", 1)
     n2["gpus"][0]["model"] = "NVIDIA A100-SXM4-80GB"
-    base = issue12.snap(
-        nodes=[issue12.node("n1", 2), n2],
+    base = hand.snap(
+        nodes=[hand.node("n1", 2), n2],
         models=[c, x, y],
-        replicas=[issue12.replica("r-c", "c", [("n1", ["n1-g1"])])],
+        replicas=[hand.replica("r-c", "c", [("n1", ["n1-g1"])])],
     )
     for minute in range(2):
         s = at(base, T0 + timedelta(minutes=minute, seconds=30))
@@ -248,13 +240,13 @@ def test_the_mark_a_pass_hands_on_ends_the_calm_after_one_window() -> None:
     service does) makes the next pass a window later scale down: calm_until must not be later,
     though nothing in this snapshot alone changes then."""
     reps = [
-        issue12.replica(f"r-{i}", "m", [("n1", [f"n1-g{i}"])], ready_at=ts(T0 - timedelta(hours=2)))
+        hand.replica(f"r-{i}", "m", [("n1", [f"n1-g{i}"])], ready_at=ts(T0 - timedelta(hours=2)))
         for i in range(2)
     ]
-    s = issue12.snap(
+    s = hand.snap(
         settings={"scale_down_window_s": 300, "min_lifetime_s": 0},
-        nodes=[issue12.node("n1", 2)],
-        models=[issue12.model("m", "standard", "org/a", hi=2, target_per_replica=10)],
+        nodes=[hand.node("n1", 2)],
+        models=[hand.model("m", "standard", "org/a", hi=2, target_per_replica=10)],
         replicas=reps,
         demand={"m": {"inflight": 5}},
     )

@@ -74,7 +74,7 @@ def test_deterministic_and_converges() -> None:
 def test_scale_down_newest_first() -> None:
     snap = parse_snapshot(_snap())
     after = apply_plan(snap, decide(snap), advance_s=60)
-    # No stabilisation window here (issue 18 has its own tests): the drop acts at once.
+    # No stabilisation window here (it has its own tests): the drop acts at once.
     settings = after.settings.model_copy(update={"scale_down_window_s": 0})
     idle = after.model_copy(update={"demand": {}, "settings": settings})
     plan = decide(idle)

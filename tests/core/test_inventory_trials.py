@@ -1,6 +1,5 @@
 """Trials on clones of the inventory never change the inventory they were cloned from, and a
-clone's own index always files each node where its free devices say (issue 15: the index is
-copied bucket by bucket, only where a trial changes it)."""
+clone's own index always files each node where its free devices say."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A pass leaves no reference cycles (issue 15): everything decide() makes is freed by reference
+"""A pass leaves no reference cycles: everything decide() makes is freed by reference
 counting as it returns.
 
 The service pauses the cyclic collector for a pass (scheduler/service/collector.py). A pass
@@ -25,7 +25,8 @@ from scheduler.core.decide import decide
 from scheduler.core.models import Plan, Snapshot
 from scheduler.core.plugins import Plugins
 from scheduler.core.simulate import apply_plan
-from tests.core.test_core_properties import Scenario, passes, scenarios
+from tests.core.scenario_gen import Scenario, scenarios
+from tests.core.scenario_runs import passes
 from tests.core.test_plugin_paths import AllowDynamic, AllowStatic
 
 

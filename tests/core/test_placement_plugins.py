@@ -100,7 +100,7 @@ def test_a_static_extra_filter_decides_and_explains_per_node() -> None:
     assert len(starts) == 2  # node a holds two replicas of 4
     status = plan.models["m"]
     assert status.pending is not None
-    # Counted by filter name; each filter's words kept beside (issue 15).
+    # Counted by filter name; each filter's words kept beside.
     assert status.tried[0].short == {"gpu-count": 1, "only-pool": 2}
     assert status.tried[0].reasons == {
         "gpu-count": {"too few free GPUs": 1},
@@ -159,7 +159,7 @@ def test_explanations_follow_the_placements_of_the_same_pass() -> None:
 
 
 def test_a_filter_that_says_different_things_is_counted_once_with_all_its_words() -> None:
-    """ProfileTrial.short counts by filter name (issue 15); `reasons` keeps what the filter
+    """ProfileTrial.short counts by filter name; `reasons` keeps what the filter
     said where, so one that says two things on two nodes loses neither."""
     snap = _snapshot(
         [

@@ -1,4 +1,4 @@
-"""The built-in fast path and the plugin path place alike (issue 15), filters and scorers.
+"""The built-in fast path and the plugin path place alike, filters and scorers.
 
 With no extra filter the core asks the built-in filters through a fast path: static verdicts
 per profile and node shape, the dynamic ones without a Choice. An extra static filter that
@@ -36,7 +36,8 @@ from scheduler.core.plugins import (
 )
 from scheduler.core.simulate import apply_plan
 from scheduler.core.validate import parse_snapshot
-from tests.core.test_core_properties import Scenario, passes, scenarios
+from tests.core.scenario_gen import Scenario, scenarios
+from tests.core.scenario_runs import passes
 
 
 class AllowStatic:

@@ -1,5 +1,5 @@
 """The contract's records (contract_base.Record): pydantic dataclasses that validate, refuse and
-serialise as the BaseModels they replaced did, with slots for the pass to read (issue 15)."""
+serialise as the BaseModels they replaced did, with slots for the pass to read."""
 
 from __future__ import annotations
 

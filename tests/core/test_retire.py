@@ -1,4 +1,4 @@
-"""Replicas that go whatever the demand (issue 13): stuck starting past their load grace, and
+"""Replicas that go whatever the demand: stuck starting past their load grace, and
 those on a draining node, moved make-before-break where room allows."""
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def _plan(nodes: list[dict], replicas: list[dict], *, want: int = 1, grace: int 
             }
         ],
         "replicas": replicas,
-        # No scale-down window (issue 18): a fresh snapshot would keep every live replica
+        # No scale-down window: a fresh snapshot would keep every live replica
         # for a whole window, the replaced one included.
         "settings": {"scale_down_window_s": 0},
     }

@@ -1,4 +1,4 @@
-"""Issue 18 in the core: several signals, the largest wins, starting replicas count, no flapping."""
+"""several signals, the largest wins, starting replicas count, no flapping."""
 
 from __future__ import annotations
 
