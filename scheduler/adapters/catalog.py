@@ -16,7 +16,16 @@ from pydantic import ValidationError
 from scheduler.adapters.interning import intern_fields, intern_model
 from scheduler.adapters.json_bounds import BoundsError, bounded_loads
 from scheduler.adapters.kv_layout import KVLayout
-from scheduler.core.models import OWNER_PATTERN, Demand, Model, Quota, Settings
+from scheduler.core.mig_geometry import GEOMETRIES
+from scheduler.core.models import (
+    NAME_PATTERN,
+    OWNER_PATTERN,
+    Demand,
+    Model,
+    Node,
+    Quota,
+    Settings,
+)
 from scheduler.core.validate import format_validation_error
 from scheduler.serving.catalog_model import CatalogModel
 
@@ -70,23 +79,55 @@ def _validate(cls: type[T], key: str, value: Any) -> tuple[T | None, list[str]]:
         return None, validation_lines(err, key)
 
 
+def printable(text: str, limit: int = 160) -> str:
+    """`text` fit for one line of a report: control characters escaped, long text cut."""
+    out = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return out if len(out) <= limit else out[: limit - 1] + "…"
+
+
+def model_name_problem(name: str) -> str | None:
+    """Why `name` (a key's tail) can never name a model, or None when it can. Demand keys are
+    checked with it: a gateway writing any other name is told so by key."""
+    if re.match(NAME_PATTERN, name):
+        return None
+    if "/" in name:
+        return "a model name has no '/'"
+    return (
+        "not a model name (1 to 64 of a-z, 0-9, '.', '_', '-', starting and ending with a "
+        "letter or digit)"
+    )
+
+
 def read_catalog(
     entries: list[dict[str, Any]] | None, layout: KVLayout, max_bytes: int = 64 * 1024
 ) -> Catalog:
     cat = Catalog()
     for entry in entries or []:
-        key = str(entry.get("Key", ""))
-        if key.endswith("/"):
+        raw_key = str(entry.get("Key", ""))
+        if raw_key.endswith("/"):
             continue  # a folder marker made by `consul kv put dir/`
-        if key.startswith(layout.models):
-            _model(cat, key, layout.tail(key, layout.models), entry.get("Value"), max_bytes)
-        elif key.startswith(layout.quotas):
-            _quota(cat, key, layout.tail(key, layout.quotas), entry.get("Value"), max_bytes)
-        elif key.startswith(layout.demand):
-            _demand(cat, key, layout.tail(key, layout.demand), entry.get("Value"), max_bytes)
-        elif key == layout.settings:
-            _settings(cat, key, entry.get("Value"), max_bytes)
+        key, value = printable(raw_key), entry.get("Value")  # key: as reports name it
+        if raw_key.startswith(layout.models):
+            _model(cat, key, layout.tail(raw_key, layout.models), value, max_bytes)
+        elif raw_key.startswith(layout.quotas):
+            _quota(cat, key, layout.tail(raw_key, layout.quotas), value, max_bytes)
+        elif raw_key.startswith(layout.demand):
+            _demand(cat, key, layout.tail(raw_key, layout.demand), value, max_bytes)
+        elif raw_key == layout.settings:
+            _settings(cat, key, value, max_bytes)
+    _demand_without_model(cat, layout)
     return cat
+
+
+def _demand_without_model(cat: Catalog, layout: KVLayout) -> None:
+    """Demand for a model the catalog does not hold counts for nothing: say so, once a pass
+    (the status record is rewritten only when its content changes)."""
+    for name in sorted(cat.demand.keys() - cat.models.keys() - cat.bad_models):
+        cat.error(
+            GENERAL,
+            f"{layout.demand_key(name)}: no model {name!r} in the catalog "
+            f"({layout.model_key(name)}): this demand counts for nothing",
+        )
 
 
 def _model(cat: Catalog, key: str, name: str, raw: Any, max_bytes: int) -> None:
@@ -139,8 +180,12 @@ def _quota(cat: Catalog, key: str, owner: str, raw: Any, max_bytes: int) -> None
 
 
 def _demand(cat: Catalog, key: str, name: str, raw: Any, max_bytes: int) -> None:
+    bad_name = model_name_problem(name)
+    if bad_name is not None:
+        cat.error(GENERAL, f"{key}: {bad_name}")
+        return
     value, problem = _decode(key, raw, max_bytes)
-    target = name if re.match(r"^[a-z0-9._-]{1,64}$", name) else GENERAL
+    target = name
     if problem is not None:
         cat.error(target, problem)
         cat.bad_models.add(name)
@@ -165,3 +210,22 @@ def _settings(cat: Catalog, key: str, raw: Any, max_bytes: int) -> None:
         cat.error(GENERAL, line)
     cat.settings = settings
     cat.bad_settings = settings is None
+
+
+def warn_unknown_gpu_models(
+    cat: Catalog, models: list[Model], nodes: list[Node], layout: KVLayout
+) -> None:
+    """A `gpu_models` entry that is part of no GPU model name in the fleet or the MIG table is
+    most likely a typo, but a fleet may be about to add such GPUs: a warning in the model's
+    status, not an error (the model is read as written)."""
+    known = {g.model for n in nodes for g in n.gpus} | {b.display_name for b in GEOMETRIES}
+    for model in models:
+        for i, profile in enumerate(model.profiles):
+            for j, wanted in enumerate(profile.gpu_models or ()):
+                if not any(wanted in name for name in known):
+                    cat.error(
+                        model.name,
+                        f"{layout.model_key(model.name)}: profiles[{i}].gpu_models[{j}]: "
+                        f"{wanted!r} is part of no GPU model in the fleet or the MIG table "
+                        "(a warning: the profile waits for such a GPU)",
+                    )

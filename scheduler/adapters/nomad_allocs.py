@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from scheduler.adapters.interning import intern
 from scheduler.adapters.nomad_jobs import OwnedJob
+from scheduler.core.contract_base import LATEST
 from scheduler.core.models import Replica, Shard
 
 TERMINAL_CLIENT = {"complete", "failed", "lost"}
@@ -36,9 +37,13 @@ def alloc_devices(alloc: dict[str, Any]) -> list[str]:
 
 
 def _ns_time(value: Any) -> datetime | None:
-    if isinstance(value, int) and value > 0:
+    """Nomad's nanoseconds since the epoch; None when absent or out of range."""
+    if isinstance(value, int) and 0 < value < _LATEST_NS:
         return datetime.fromtimestamp(value / 1e9, tz=UTC)
     return None
+
+
+_LATEST_NS = int(LATEST.timestamp()) * 1_000_000_000
 
 
 def _checked(job: OwnedJob, alloc: dict[str, Any]) -> bool:

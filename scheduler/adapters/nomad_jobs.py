@@ -24,10 +24,11 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from scheduler.adapters.interning import intern
+from scheduler.core.contract_base import EARLIEST, check_timestamp
 from scheduler.core.models import Model, Node, Profile, Shard, StartAction, rfc3339
 from scheduler.serving.argv import Wiring, shard_command
 
@@ -324,10 +325,14 @@ class OwnedJob:
 
 
 def _parse_time(value: str | None) -> datetime:
+    """CREATED_META; unreadable, without a zone or out of range: the epoch (an old replica)."""
     try:
-        return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        stamp = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        if stamp.tzinfo is not None:
+            return check_timestamp(stamp)
     except ValueError:
-        return datetime(1970, 1, 1, tzinfo=UTC)
+        pass
+    return EARLIEST
 
 
 def owned_job(job: dict[str, Any]) -> OwnedJob | None:

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import structlog
-from pydantic import AwareDatetime, BaseModel, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from scheduler.adapters.catalog import Catalog
 from scheduler.adapters.json_bounds import bounded_loads
@@ -25,6 +25,7 @@ from scheduler.core.models import (
     Quota,
     Settings,
     Snapshot,
+    Timestamp,
 )
 from scheduler.core.scaling import remember, window_of
 
@@ -50,7 +51,7 @@ class Gone:
 
 
 class _GoneDemand(BaseModel):
-    since: AwareDatetime
+    since: Timestamp
     last: Demand
 
 

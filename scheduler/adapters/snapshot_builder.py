@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
 
-from scheduler.adapters.catalog import Catalog, read_catalog
+from scheduler.adapters.catalog import GENERAL, Catalog, read_catalog, warn_unknown_gpu_models
 from scheduler.adapters.consul_kv import (
     FILTERED_HEADER,
     ConsulClient,
@@ -233,7 +233,7 @@ class SnapshotBuilder:
         models: list[Model],
         demand: dict[str, Demand],
         now: datetime,
-        warnings: list[str],
+        cat: Catalog,
     ) -> tuple[dict[str, Demand], dict[str, Load]]:
         """Demand combined with the servers' signals, and their load (none without a source)."""
         if self.signal_source is None:
@@ -247,7 +247,8 @@ class SnapshotBuilder:
         for name, at in sig.seen.items():
             seen[name] = max(at, seen.get(name, at))
         sig.seen = {m.name: seen[m.name] for m in models if m.name in seen}
-        warnings += sig.errors
+        for line in sig.errors:  # a broken reading: reported and counted as bad input
+            cat.error(GENERAL, line)
         self.last_signals = sig
         return combine(demand, sig), sig.load
 
@@ -268,10 +269,11 @@ class SnapshotBuilder:
             nodes, warnings = apply_reports(
                 nodes, records_from_kv(entries, self.layout), layout=self.layout
             )
+            warn_unknown_gpu_models(cat, models, nodes, self.layout)
         except (NomadError, ConsulError, DemandError) as exc:
             raise ReadFailed(str(exc)) from exc
         healthy = self._healthy(running, warnings)
-        demand, load = self._signals(reads, healthy, models, demand, now, warnings)
+        demand, load = self._signals(reads, healthy, models, demand, now, cat)
         replicas, by_replica, purgeable = replicas_of(jobs, allocs, healthy, demand, kv.preempted)
         specs = specs_of([m for m in models if m.serve is not None])
         stalled = {**kv.stalled, **refused_rollouts(jobs, faults, specs)}

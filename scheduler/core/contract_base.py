@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter
+
+from scheduler.core.mig_geometry import GEOMETRIES, GpuGeometry, geometry_for
 
 ClassName = Literal["critical", "standard", "opportunistic"]
 CLASS_RANK: dict[str, int] = {"opportunistic": 0, "standard": 1, "critical": 2}
@@ -21,9 +24,58 @@ OWNER_PATTERN = r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$"
 MAX_AMOUNT = 1e9
 MAX_COUNT = 10**9
 MAX_DURATION_S = 30 * 86400
-NonNegFloat = Annotated[float, Field(ge=0, le=MAX_AMOUNT, allow_inf_nan=False)]
-Count = Annotated[int, Field(ge=0, le=MAX_COUNT)]
-Duration = Annotated[int, Field(ge=0, le=MAX_DURATION_S)]
+# Strict: a number written as a string ("5") is refused, not silently converted.
+NonNegFloat = Annotated[float, Field(ge=0, le=MAX_AMOUNT, allow_inf_nan=False, strict=True)]
+Count = Annotated[int, Field(ge=0, le=MAX_COUNT, strict=True)]
+Duration = Annotated[int, Field(ge=0, le=MAX_DURATION_S, strict=True)]
+
+# Every timestamp the core computes with lies in this range, so that adding any duration the
+# contract allows (or subtracting two of them) cannot overflow: `9999-12-31` plus a grace
+# raises OverflowError, which would stop every pass.
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(2200, 1, 1, tzinfo=UTC)
+
+
+def check_timestamp(value: datetime) -> datetime:
+    if not EARLIEST <= value < LATEST:
+        raise ValueError(
+            f"{value.isoformat()} is out of range (from {EARLIEST.year} to before {LATEST.year})"
+        )
+    return value
+
+
+Timestamp = Annotated[AwareDatetime, AfterValidator(check_timestamp)]
+
+
+# A GPU model name as Nomad's device plugin reports it ("NVIDIA A100-SXM4-40GB"), or part
+# of one; a MIG profile as NVIDIA names it ("3g.40gb", "1g.10gb+me").
+GpuModelName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9 ._+()-]{0,127}$")]
+MigProfileName = Annotated[str, Field(pattern=r"^[1-9]g\.[0-9]{1,4}gb(\+me)?$")]
+
+
+def boards_matching(gpu_models: list[str] | None) -> list[GpuGeometry]:
+    """The boards of the MIG table a profile's `gpu_models` allow (all, when it lists none)."""
+    if not gpu_models:
+        return list(GEOMETRIES)
+    wanted = [w.upper() for w in gpu_models]
+    return [
+        g
+        for g in GEOMETRIES
+        if any(w in g.display_name.upper() or geometry_for(w) is g for w in wanted)
+    ]
+
+
+def mig_profile_problem(mig_profile: str | None, gpu_models: list[str] | None) -> str | None:
+    """Why no GPU a profile may use can have its MIG slice (it would wait forever), or None.
+    Boards the table does not know are not judged."""
+    boards = boards_matching(gpu_models) if mig_profile is not None else []
+    if not boards or any(b.profile(str(mig_profile)) for b in boards):
+        return None
+    names = sorted({n for b in boards for n in b.profile_names})
+    return (
+        f"{mig_profile!r} is no MIG profile of {', '.join(b.display_name for b in boards)} "
+        f"(one of {', '.join(names)})"
+    )
 
 
 def check_owner(owner: str) -> str:

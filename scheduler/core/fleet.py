@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import AwareDatetime, Field, model_validator
+from pydantic import Field, model_validator
 from pydantic.dataclasses import dataclass
 
-from scheduler.core.contract_base import LENIENT_RECORD, NonNegFloat, Record
+from scheduler.core.contract_base import LENIENT_RECORD, NonNegFloat, Record, Timestamp
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, config=LENIENT_RECORD)
@@ -84,9 +84,9 @@ class Replica(Record):
     model: str
     profile: str
     state: Literal["starting", "running", "stopping"]
-    created_at: AwareDatetime
-    ready_at: AwareDatetime | None = None
-    last_used_at: AwareDatetime | None = None
+    created_at: Timestamp
+    ready_at: Timestamp | None = None
+    last_used_at: Timestamp | None = None
     preempted_for: str | None = None
     shards: list[Shard] = Field(default_factory=list)
     # Digest of what the replica runs (serve spec, profile, load grace), from its job's Meta;

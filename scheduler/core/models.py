@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import AwareDatetime, BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic.dataclasses import dataclass
 
 from scheduler.core.contract_base import (
@@ -25,11 +25,15 @@ from scheduler.core.contract_base import (
     ClassName,
     Count,
     Duration,
+    GpuModelName,
     Lenient,
+    MigProfileName,
     NonNegFloat,
     Record,
     Strict,
+    Timestamp,
     check_owner,
+    mig_profile_problem,
 )
 from scheduler.core.fleet import GPU, MigSlice, Node, Replica, Shard
 from scheduler.core.serve_spec import Serve
@@ -53,6 +57,7 @@ __all__ = [
     "Replica",
     "Shard",
     "Strict",
+    "Timestamp",
     "check_owner",
 ]
 
@@ -125,12 +130,13 @@ class Scaling(Record):
 class Profile(Record):
     """One way to run a replica: whole GPUs per shard on `shards` nodes, or one MIG slice."""
 
-    name: Annotated[str, Field(min_length=1, max_length=63)]
-    gpus: Annotated[int, Field(ge=1, le=64)] = 1
-    shards: Annotated[int, Field(ge=1, le=64)] = 1
+    # A profile name goes into Nomad job Meta: the model names' safe alphabet.
+    name: Annotated[str, Field(pattern=NAME_PATTERN)]
+    gpus: Annotated[int, Field(ge=1, le=64, strict=True)] = 1
+    shards: Annotated[int, Field(ge=1, le=64, strict=True)] = 1
     gpu_memory_gb: NonNegFloat | None = None
-    gpu_models: list[str] | None = None
-    mig_profile: str | None = None
+    gpu_models: list[GpuModelName] | None = None
+    mig_profile: MigProfileName | None = None
     # CPU and memory are per shard.
     cpu_cores: NonNegFloat = 0
     memory_gb: NonNegFloat = 0
@@ -144,6 +150,14 @@ class Profile(Record):
             raise ValueError(
                 "a mig_profile profile takes exactly one slice: gpus and shards must be 1"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _mig_profile_exists(self) -> Profile:
+        # Else the model waits forever for a slice no GPU it may use can have.
+        problem = mig_profile_problem(self.mig_profile, self.gpu_models)
+        if problem is not None:
+            raise ValueError(f"mig_profile: {problem}")
         return self
 
     @property
@@ -235,7 +249,7 @@ class Quota(Strict):
 class Demand(Strict):
     inflight: Count = 0
     queued: Count = 0
-    last_used: AwareDatetime | None = None
+    last_used: Timestamp | None = None
 
 
 FiniteNonNeg = Annotated[float, Field(ge=0, allow_inf_nan=False)]
@@ -266,7 +280,7 @@ class DesiredMark(Strict):
     """One pass's unstabilised desired count for a model; the adapter keeps the recent ones
     and hands them back (Snapshot.recent_desired), so the core can stabilise scale-downs."""
 
-    at: AwareDatetime
+    at: Timestamp
     count: Annotated[int, Field(ge=0)]
 
 
@@ -274,12 +288,12 @@ class DesiredMark(Strict):
 
 
 class Hold(Strict):
-    until: AwareDatetime
+    until: Timestamp
     for_: str = Field(alias="for")
 
 
 class Snapshot(Lenient):
-    now: AwareDatetime
+    now: Timestamp
     settings: Settings = Field(default_factory=Settings)
     nodes: list[Node] = Field(default_factory=list)
     models: list[Model] = Field(default_factory=list)
@@ -303,7 +317,7 @@ class Snapshot(Lenient):
     # (the adapter lists one only after a complete catalog read). Their replicas stop once
     # settings.retire_grace_s has passed; a replica of a model neither here nor in `models`
     # is left alone (unknown is never a reason to stop).
-    retired: dict[str, AwareDatetime] = Field(default_factory=dict)
+    retired: dict[str, Timestamp] = Field(default_factory=dict)
 
 
 # ---------------------------------------------------------------- plan

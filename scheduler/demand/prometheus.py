@@ -89,14 +89,22 @@ class PrometheusSignals:
             if not any(name in series for series in got.values()):
                 continue  # no server of it reports: no signal (its replicas keep their count)
             fields: dict[str, float | None] = {}
+            nan: list[str] = []
             for key, series in got.items():
+                field = {"ttft": "ttft_p90_ms", "itl": "itl_p90_ms"}.get(key, key)
                 value = series.get(name)
                 if value is not None and math.isnan(value):
-                    value = None  # histogram_quantile of no observations: no reading
+                    value = None
+                    nan.append(field)
                 if value is not None and key in ("ttft", "itl") and not math.isinf(value):
                     value *= 1000
-                fields[{"ttft": "ttft_p90_ms", "itl": "itl_p90_ms"}.get(key, key)] = value
-            load = build_load(name, fields, 0, True, signals.errors)
+                fields[field] = value
+            busy = (fields.get("running") or 0) + (fields.get("waiting") or 0) > 0
+            # A latency quantile of no observations is NaN: no reading while the model is idle.
+            # Any other NaN is a broken reading: reported, and the model holds its count.
+            bad = [f for f in nan if busy or f not in ("ttft_p90_ms", "itl_p90_ms")]
+            signals.errors += [f"model {name}: {f}: NaN reading (prometheus)" for f in bad]
+            load = build_load(name, fields, 0, not bad, signals.errors)
             if load is not None:
                 signals.load[name] = load
                 if (load.running or 0) + (load.waiting or 0) > 0:

@@ -109,6 +109,15 @@ def model_values() -> list[tuple[str, bytes]]:
         ("profiles deep", _model(profiles=json.loads("[" * 15 + "]" * 15))),
         ("scaling null", _model(scaling=None)),
         ("gpu_models a string", _model(profiles=[{"name": "p", "gpu_models": "H100"}])),
+        ("profile name quote", _model(profiles=[{"name": 'p"q'}])),
+        ("profile name ${", _model(profiles=[{"name": "${x}"}])),
+        ("profile name ../", _model(profiles=[{"name": "../p"}])),
+        ("profile name newline", _model(profiles=[{"name": "p\nq"}])),
+        ("gpu_models ${", _model(profiles=[{"name": "p", "gpu_models": ["${x}"]}])),
+        ("gpu_models newline", _model(profiles=[{"name": "p", "gpu_models": ["H100\n"]}])),
+        ("mig_profile unknown", _model(profiles=[{"name": "p", "mig_profile": "9g.99gb"}])),
+        ("mig_profile quote", _model(profiles=[{"name": "p", "mig_profile": '1g"'}])),
+        ("gpus a numeric string", _model(profiles=[{"name": "p", "gpus": "1"}])),
     ]
 
 
@@ -128,7 +137,14 @@ def demand_values() -> list[tuple[str, bytes]]:
         ("last_used year 0", b'{"last_used": "0000-01-01T00:00:00Z"}'),
         ("last_used number", b'{"last_used": 1e300}'),
         ("unknown field", b'{"inflight": 1, "rps": 3}'),
+        ("last_used year 9999", b'{"last_used": "9999-12-31T23:59:00Z"}'),
+        ("inflight a numeric string", b'{"inflight": "5"}'),
     ]
+
+
+def demand_key_names() -> list[str]:
+    """Demand key tails that can never name a model."""
+    return ["名前", 'a"b', "${x}", "a\nb", "a\x00b", "Upper", "x" * 300, "x/y"]
 
 
 def quota_values() -> list[tuple[str, bytes]]:

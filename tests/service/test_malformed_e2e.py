@@ -21,6 +21,9 @@ def _all_values() -> dict[str, bytes]:
         out[LAYOUT.model_key(f"bad-m{i}")] = raw
     for i, (_, raw) in enumerate(generic + malformed.demand_values()):
         out[LAYOUT.demand_key(f"bad-d{i}")] = raw
+    for name in malformed.demand_key_names():
+        out[LAYOUT.demand_key(name)] = b'{"inflight": 1}'
+    out[LAYOUT.demand_key("ghost")] = b'{"inflight": 1}'  # no such model
     for i, (_, raw) in enumerate(generic + malformed.quota_values()):
         out[LAYOUT.quota_key(f"org/bad{i}")] = raw
     for i, (_, raw) in enumerate(generic + malformed.gpu_report_values()):
@@ -37,6 +40,9 @@ def test_malformed_values_everywhere_are_reported_and_a_canary_still_scales(
     put(cluster, LAYOUT.demand_key("canary"), {"inflight": 5})
     put(cluster, LAYOUT.model_key("keeper"), model_value([{"name": "p", "gpus": 1}]))
     put(cluster, LAYOUT.demand_key("keeper"), {"inflight": 5})
+    # Idle on demand: its grace is counted from last_used, which goes to the end of time.
+    on_demand = {"min": 0, "max": 1, "target_per_replica": 10, "on_demand": True}
+    put(cluster, LAYOUT.model_key("idle"), model_value([{"name": "p"}], scaling=on_demand))
     svc = Service(service_config(cluster))
     svc.run_in_thread()
     try:
@@ -49,6 +55,7 @@ def test_malformed_values_everywhere_are_reported_and_a_canary_still_scales(
             + [(LAYOUT.leader, raw) for _, raw in malformed.generic_values()[:3]]
             # The keeper's demand goes bad: it is frozen with its replica, not scaled to 0.
             + [(LAYOUT.demand_key("keeper"), b'{"inflight": 1e999}')]
+            + [(LAYOUT.demand_key("idle"), b'{"last_used": "9999-12-31T23:59:00Z"}')]
         )
         assert len(values) + len(singles) >= 150
         for key, raw in [*values.items(), *singles]:
@@ -68,6 +75,15 @@ def test_malformed_values_everywhere_are_reported_and_a_canary_still_scales(
         for i in range(len(malformed.generic_values() + malformed.quota_values())):
             assert LAYOUT.quota_key(f"org/bad{i}") + ":" in text
         assert LAYOUT.settings + ": max_victims" in text  # the last settings value written
+        # A demand key that names no model, or no model of the catalog: one line each.
+        for name in malformed.demand_key_names():
+            shown = name.replace("\n", "\\n").replace("\x00", "\\x00")[:100]
+            assert f"{LAYOUT.demand}{shown}" in text, name
+        assert text.count(f"{LAYOUT.demand_key('ghost')}: no model 'ghost'") == 1
+        assert all("\n" not in line for line in general)
+        # A timestamp out of range is named by key and field; the pass went on over it.
+        idle = wait_for(lambda: (status(cluster, "idle") or {}).get("last_error"), what="idle")
+        assert idle.startswith(LAYOUT.demand_key("idle") + ": last_used: "), idle
         # The bounds named the field, not only the key.
         st = status(cluster, f"bad-m{len(malformed.generic_values())}")
         assert st is not None and "scaling.target_per_replica" in st["last_error"]

@@ -15,7 +15,8 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from llm_scheduler_standins.runner import serve_in_thread
-from scheduler.core.models import Demand, Load
+from scheduler.core.decide import decide
+from scheduler.core.models import Demand, Load, Model, Profile, Replica, Scaling, Snapshot
 from scheduler.demand import DemandError
 from scheduler.demand.prometheus import PrometheusDemandSource, PrometheusSignals
 
@@ -103,3 +104,41 @@ def test_unreachable_prometheus_is_a_demand_error() -> None:
     source = PrometheusSignals("http://127.0.0.1:9", timeout_s=0.5)
     with pytest.raises(DemandError):
         source.read_signals(["llama"], {}, NOW)
+
+
+@pytest.mark.parametrize(
+    ("kind", "value", "field"),
+    [
+        ("running", "NaN", "running"),
+        ("kv", "NaN", "kv_cache"),
+        ("ttft", "NaN", "ttft_p90_ms"),  # NaN while requests run: no quantile, not idle
+        ("running", "+Inf", "running"),
+    ],
+)
+def test_a_broken_reading_is_reported_and_holds_the_count(
+    prometheus: str, kind: str, value: str, field: str
+) -> None:
+    SERIES[kind][1]["bent"] = value
+    if kind != "running":
+        SERIES["running"][1]["bent"] = "3"
+    try:
+        sig = PrometheusSignals(prometheus).read_signals(["bent"], {}, NOW)
+    finally:
+        SERIES[kind][1].pop("bent")
+        SERIES["running"][1].pop("bent", None)
+    assert [e for e in sig.errors if e.startswith(f"model bent: {field}: ")], sig.errors
+    assert all("\n" not in e for e in sig.errors)
+    assert not sig.load["bent"].complete  # the core never scales down on it
+
+    model = Model(
+        name="bent",
+        owner="o",
+        scaling=Scaling(min=1, max=4, target_per_replica=1, kv_cache_target=0.8),
+        profiles=[Profile(name="p")],
+    )
+    replicas = [
+        Replica(id=f"r{i}", model="bent", profile="p", state="running", created_at=NOW)
+        for i in range(2)
+    ]
+    snap = Snapshot(now=NOW, models=[model], replicas=replicas, load=sig.load)
+    assert decide(snap).models["bent"].desired == 2  # 2 stay: nothing scales down on it
