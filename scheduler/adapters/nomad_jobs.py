@@ -144,7 +144,8 @@ def _services_off(group: dict[str, Any]) -> None:
 
 
 def _load_grace(group: dict[str, Any], grace_ns: int) -> None:
-    """check_restart never fires before the model has had load_grace_s to load."""
+    """check_restart's grace is the model's load_grace_s, whatever the template says: the
+    health check may restart a replica only once the model has had that long to load."""
     services = list(group.get("Services") or [])
     for task in group.get("Tasks") or []:
         services += task.get("Services") or []
@@ -154,7 +155,7 @@ def _load_grace(group: dict[str, Any], grace_ns: int) -> None:
             if restart:
                 holder["CheckRestart"] = {
                     **restart,
-                    "Grace": max(grace_ns, restart.get("Grace") or 0),
+                    "Grace": grace_ns,
                 }
 
 

@@ -268,9 +268,11 @@ class Actuator:
                 log.error("stop_failed", job=job.job_id, error=str(exc))
                 hook(action, False, str(exc))
                 return None
-        if action.preempted_for:
-            with self._lock:
+        with self._lock:
+            if action.preempted_for:
                 self.preempted[action.replica] = action.preempted_for
+            if self.errors.get(action.model, "").startswith("stop "):
+                del self.errors[action.model]  # Nomad takes stops again: the error is stale
         log.info("stopped", job=job.job_id, model=action.model, reason=action.reason)
         hook(action, True, None)
         return _write_index(answer)

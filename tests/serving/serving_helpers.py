@@ -75,13 +75,13 @@ SHAPES: dict[str, tuple[dict[str, Any], list[Shard]]] = {
 }
 
 
-def model(runtime: str, shape: str, **serve: Any) -> Model:
+def model(runtime: str, shape: str, *, load_grace_s: int = 2400, **serve: Any) -> Model:
     return Model.model_validate(
         {
             "name": "llama-3.1-8b",
             "owner": "org/a",
             "profiles": [SHAPES[shape][0]],
-            "load_grace_s": 2400,
+            "load_grace_s": load_grace_s,
             "serve": {"source": "meta-llama/Llama-3.1-8B-Instruct", "runtime": runtime, **serve},
         }
     )
@@ -92,10 +92,10 @@ def shipped_template(runtime: str) -> str:
     return path.read_text(encoding="utf-8")
 
 
-def render(runtime: str, shape: str, **serve: Any) -> dict[str, Any]:
+def render(runtime: str, shape: str, *, load_grace_s: int = 2400, **serve: Any) -> dict[str, Any]:
     """The job a start of `shape` registers, from the shipped template parsed the way
     Nomad's /v1/jobs/parse answers (the stand-in's parser) with the scheduler's variables."""
-    m = model(runtime, shape, **serve)
+    m = model(runtime, shape, load_grace_s=load_grace_s, **serve)
     image = m.serve.image if m.serve and m.serve.image else f"{runtime}:test"
     template = parse_job(
         shipped_template(runtime), variables=template_variables(m, image), canonicalize=True

@@ -98,13 +98,16 @@ def test_distinct_models_never_share_a_service(names: list[str]) -> None:
 
 
 @pytest.mark.parametrize("runtime", ["vllm", "sglang"])
-def test_no_deployment_and_a_check_grace_that_covers_the_load(runtime: str) -> None:
-    job = render(runtime, "tp4")  # load_grace_s 2400
+@pytest.mark.parametrize("load_grace_s", [1500, 2400])  # below and above the templates' 30m
+def test_no_deployment_and_a_check_grace_that_is_the_load_grace(
+    runtime: str, load_grace_s: int
+) -> None:
+    job = render(runtime, "tp4", load_grace_s=load_grace_s)
     for group in job["TaskGroups"]:
         assert group["Update"]["MaxParallel"] == 0  # UpdateStrategy.IsEmpty: no deployment
         service = group["Tasks"][0]["Services"][0]
         for holder in [service, *service["Checks"]]:
-            assert holder["CheckRestart"]["Grace"] >= 2400 * 10**9
+            assert holder["CheckRestart"]["Grace"] == load_grace_s * 10**9
         check = service["Checks"][0]
         assert check["Type"] == "http" and check["Path"] == "/health"
         if runtime == "sglang":

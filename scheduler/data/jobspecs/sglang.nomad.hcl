@@ -52,7 +52,7 @@ job "llm" {
           # SGLang's /health runs a 1-token generation with a 20 s internal time-out.
           timeout  = "25s"
         }
-        # grace is raised to the model's load_grace_s by the scheduler.
+        # grace is set to the model's load_grace_s by the scheduler.
         check_restart {
           limit = 3
           grace = "30m"

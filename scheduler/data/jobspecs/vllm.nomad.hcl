@@ -50,7 +50,7 @@ job "llm" {
           interval = "10s"
           timeout  = "5s"
         }
-        # grace is raised to the model's load_grace_s by the scheduler.
+        # grace is set to the model's load_grace_s by the scheduler.
         check_restart {
           limit = 3
           grace = "30m"
