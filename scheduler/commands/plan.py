@@ -17,7 +17,7 @@ def register(app: typer.Typer) -> None:
 
         from scheduler.core.decide import decide
         from scheduler.core.models import to_json
-        from scheduler.core.validate import SnapshotError, parse_snapshot
+        from scheduler.core.validate import SnapshotError, parse_snapshot, upgrade_snapshot
 
         try:
             text = sys.stdin.read() if snapshot == "-" else Path(snapshot).read_text()
@@ -32,6 +32,9 @@ def register(app: typer.Typer) -> None:
                 err=True,
             )
             raise typer.Exit(code=2) from None
+        data, notes = upgrade_snapshot(data)
+        for line in notes:
+            typer.echo(line, err=True)
         try:
             snap = parse_snapshot(data)
         except SnapshotError as err:

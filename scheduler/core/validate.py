@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import ValidationError
 
 from scheduler.core.models import Snapshot
+from scheduler.core.serve_spec import Serve
 
 
 class SnapshotError(Exception):
@@ -51,3 +54,44 @@ def parse_snapshot(data: object) -> Snapshot:
         return Snapshot.model_validate(data)
     except ValidationError as err:
         raise SnapshotError(format_validation_error(err)) from None
+
+
+def upgrade_snapshot(data: object) -> tuple[object, list[str]]:
+    """A snapshot saved before models had `serve` (they had `runtime` and `params`), in the
+    current form, and a line saying what was converted (none for a current snapshot). Saved
+    what-if files are a contract: fields may be added, none renamed, so an old one still loads.
+    The decision never read either field: `params.hf_model` becomes `serve.source` (with the
+    runtime), and the rest of `params` is left out."""
+    models = data.get("models") if isinstance(data, dict) else None
+    if not isinstance(data, dict) or not isinstance(models, list):
+        return data, []
+    converted: list[str] = []
+    new_models: list[Any] = []
+    for model in models:
+        if isinstance(model, dict) and ("params" in model or "runtime" in model):
+            model = _serve_from_params(model)
+            converted.append(str(model.get("name")))
+        new_models.append(model)
+    if not converted:
+        return data, []
+    names = ", ".join(converted[:5]) + (
+        f" and {len(converted) - 5} more" if len(converted) > 5 else ""
+    )
+    note = (
+        f"snapshot: saved before `serve`; params and runtime of {len(converted)} model(s) "
+        f"({names}) converted to serve (the decision reads neither)"
+    )
+    return {**data, "models": new_models}, [note]
+
+
+def _serve_from_params(model: dict[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in model.items() if k not in ("params", "runtime")}
+    params, runtime = model.get("params"), model.get("runtime", "vllm")
+    source = params.get("hf_model") if isinstance(params, dict) else None
+    if "serve" not in out and source is not None:
+        try:
+            serve = Serve.model_validate({"source": source, "runtime": runtime})
+            out["serve"] = serve.model_dump(mode="json", exclude_defaults=True)
+        except ValidationError:
+            pass  # not a serve spec: left out, as the decision does not read it
+    return out
