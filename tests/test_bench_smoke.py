@@ -156,6 +156,7 @@ def test_pass_time_script_prints_sane_json() -> None:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
 def test_pass_instructions_counts_one_pass() -> None:
     out = _run_json("bench.pass_instructions", "--sizes", "10")

@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 
 from bench.filter_verdicts import DeclaredZoneRule, ZoneRule
@@ -92,6 +93,7 @@ def test_plugin_paths_leave_no_cycles() -> None:
         assert cycles_left(lambda p=extra: decide(snap, p)) == Counter(), extra
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 @given(scenarios())
 def test_generated_histories_leave_no_cycles(scn: Scenario) -> None:

@@ -86,7 +86,6 @@ def test_dashboard_renders_the_fleet_readably(tmp_path: Path) -> None:
         )  # fmt: skip
     finally:
         server.stop()
-    print(f"dashboard screenshot: {shot}")
     assert "waiting for the first pass" not in dom
     # Nodes in the terminal view's order: natural by name, as the state lists them.
     shown = re.findall(r'data-node="([^"]+)"', dom)
