@@ -15,6 +15,11 @@ import structlog
 
 
 def _quiet_logs() -> None:
+    # A root handler of its own keeps logging's last resort (print to stderr) out of it, for
+    # the service threads that log after their test ended.
+    root = logging.getLogger()
+    if not any(isinstance(h, logging.NullHandler) for h in root.handlers):
+        root.addHandler(logging.NullHandler())
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
@@ -28,16 +33,13 @@ def _quiet_logs() -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    # A root handler of its own keeps logging's last resort (print to stderr) out of it, for
-    # the service threads that log after their test ended.
-    logging.getLogger().addHandler(logging.NullHandler())
     _quiet_logs()
 
 
 @pytest.fixture(autouse=True)
 def _logs_stay_quiet() -> Iterator[None]:
-    yield
     _quiet_logs()  # a test that configured logging itself (JSON to a buffer) is undone
+    yield
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
