@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from scheduler.adapters.catalog import Catalog
+from scheduler.adapters.catalog import Catalog, printable
 from scheduler.adapters.json_bounds import bounded_loads
 from scheduler.core.models import (
     Demand,
@@ -28,6 +28,7 @@ from scheduler.core.models import (
     Timestamp,
 )
 from scheduler.core.scaling import remember, window_of
+from scheduler.core.validate import format_validation_error
 
 log = structlog.get_logger("llm-scheduler.snapshot")
 
@@ -55,22 +56,32 @@ class _GoneDemand(BaseModel):
     last: Demand
 
 
-def _parse_gone(data: Any) -> Gone:
+def _parse_gone(data: dict[str, Any], key: str, problems: list[str]) -> Gone:
     gone = Gone()
-    if not isinstance(data, dict):
-        return gone
-    for name, since in (data.get("models") or {}).items():
-        try:
-            gone.models[str(name)] = datetime.fromisoformat(str(since))
-        except ValueError:
-            continue
-    for name, value in (data.get("demand") or {}).items():
-        try:
-            item = _GoneDemand.model_validate(value)
-        except ValidationError:
-            continue
-        gone.demand[str(name)] = (item.since, item.last)
+    for name, since in _part(data, "models", key, problems, "gone.").items():
+        stamp = _valid(_STAMP, since, f"{key}: gone.models.{printable(str(name))}", problems)
+        if stamp is not None:
+            gone.models[str(name)] = stamp
+    for name, value in _part(data, "demand", key, problems, "gone.").items():
+        item = _valid(_GONE_DEMAND, value, f"{key}: gone.demand.{printable(str(name))}", problems)
+        if item is not None:
+            gone.demand[str(name)] = (item.since, item.last)
     return gone
+
+
+_STAMP: TypeAdapter[datetime] = TypeAdapter(Timestamp)
+_GONE_DEMAND: TypeAdapter[_GoneDemand] = TypeAdapter(_GoneDemand)
+_HOLD: TypeAdapter[Hold] = TypeAdapter(Hold)
+T = TypeVar("T")
+
+
+def _valid(adapter: TypeAdapter[T], value: Any, where: str, problems: list[str]) -> T | None:
+    """The value, or None and a line naming where it is and what is wrong with it."""
+    try:
+        return adapter.validate_python(value)
+    except ValidationError as err:
+        problems += format_validation_error(err, root=where)
+        return None
 
 
 @dataclass
@@ -84,19 +95,39 @@ class LastGood:
 
 
 def parse_state(
-    entries: list[dict[str, Any]], key: str
+    entries: list[dict[str, Any]], key: str, problems: list[str] | None = None
 ) -> tuple[dict[str, Hold], dict[str, str], Gone]:
-    """(holds, replica -> model it was preempted for, what went missing) from the state key."""
+    """(holds, replica -> model it was preempted for, what went missing) from the state key.
+    A bad part is left out and named in `problems` (by key and field); the others stand."""
+    problems = [] if problems is None else problems
     raw = next((e.get("Value") for e in entries if e.get("Key") == key), None)
     if not raw:
         return {}, {}, Gone()
     try:
         data = bounded_loads(raw, 1 << 20)
-        holds = {k: Hold.model_validate(v) for k, v in (data.get("holds") or {}).items()}
-        preempted = {str(k): str(v) for k, v in (data.get("preempted") or {}).items()}
-        return holds, preempted, _parse_gone(data.get("gone"))
-    except (ValueError, TypeError, AttributeError):
-        return {}, {}, Gone()  # our own key; a bad value only loses holds
+    except ValueError as exc:  # our own key; a bad value only loses holds
+        problems.append(f"{key}: {printable(str(exc))}")
+        return {}, {}, Gone()
+    data = _part({"state": data}, "state", key, problems)
+    holds: dict[str, Hold] = {}
+    for name, value in _part(data, "holds", key, problems).items():
+        hold = _valid(_HOLD, value, f"{key}: holds.{printable(str(name))}", problems)
+        if hold is not None:
+            holds[str(name)] = hold
+    preempted = {str(k): str(v) for k, v in _part(data, "preempted", key, problems).items()}
+    return holds, preempted, _parse_gone(_part(data, "gone", key, problems), key, problems)
+
+
+def _part(
+    data: dict[str, Any], name: str, key: str, problems: list[str], within: str = ""
+) -> dict[Any, Any]:
+    """data[name] when it is an object (or absent: empty); else empty, and a line says so."""
+    value = data.get(name)
+    if value is None or isinstance(value, dict):
+        return value or {}
+    where = "" if name == "state" else f" {within}{name}:"
+    problems.append(f"{key}:{where} Input should be a JSON object")
+    return {}
 
 
 def parse_lifecycle(

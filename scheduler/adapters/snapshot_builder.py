@@ -205,7 +205,10 @@ class SnapshotBuilder:
     def _kv(self, entries: list[dict[str, Any]], running: set[str], now: datetime) -> _KVSide:
         cat = read_catalog(entries, self.layout, self.max_value_bytes)
         models, frozen, blocked = merge_catalog(cat, self.memory.last)
-        holds, preempted, saved = parse_state(entries, self.layout.holds)
+        state_problems: list[str] = []
+        holds, preempted, saved = parse_state(entries, self.layout.holds, state_problems)
+        for line in state_problems:
+            cat.error(GENERAL, line)
         has_state = any(e.get("Key") == self.layout.holds for e in entries)
         retired = self.memory.track_gone(cat, models, saved, running, now, has_state)
         stalled, moves = parse_lifecycle(entries, self.layout.holds)

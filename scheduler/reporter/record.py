@@ -9,7 +9,9 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
+
+from scheduler.core.contract_base import Timestamp
 
 RECORD_VERSION = 1
 
@@ -33,7 +35,7 @@ class MigDeviceReport(_Record):
 
 class XidEvent(_Record):
     xid: int
-    at: AwareDatetime
+    at: Timestamp
     gpu_instance_id: int | None = None
 
 
@@ -67,7 +69,7 @@ class NodeGpuReport(_Record):
     version: int = RECORD_VERSION
     node_id: str
     hostname: str | None = None
-    reported_at: AwareDatetime
+    reported_at: Timestamp
     driver_version: str | None = None
     gpus: list[GpuReport] = Field(default_factory=list)
     errors: list[str] = Field(default_factory=list)

@@ -13,6 +13,7 @@ from scheduler.adapters.catalog import GENERAL, read_catalog
 from scheduler.adapters.kv_layout import KVLayout
 from scheduler.adapters.nomad_allocs import replica_from
 from scheduler.adapters.nomad_jobs import CREATED_META, MODEL_META, REPLICA_META, owned_job
+from scheduler.adapters.pass_memory import parse_state
 from scheduler.core.decide import decide
 from scheduler.core.models import GPU, Demand, Model, Node, Profile, Replica, Scaling, Snapshot
 from scheduler.core.validate import SnapshotError, parse_snapshot
@@ -234,3 +235,43 @@ def test_demand_for_a_model_not_in_the_catalog_is_one_line_in_errors() -> None:
             f"({LAYOUT.model_key('ghost')}): this demand counts for nothing"
         ]
     }
+
+
+# ------------------------------------------------------------------ the scheduler's state key
+
+
+def test_a_bad_part_of_the_state_key_is_named_and_the_rest_stands() -> None:
+    good = {"until": NOW.isoformat(), "for": "m"}
+    state = {
+        "holds": {"ok": good, "far": {"until": FAR, "for": "m"}, "naive": {**good, "until": "x"}},
+        "preempted": {"r": "m"},
+        "gone": {
+            "models": {"kept": NOW.isoformat(), "old": "0001-01-01T00:00:00", "far": FAR},
+            "demand": {"d": {"since": FAR, "last": {}}, "e": {"since": NOW.isoformat()}},
+        },
+    }
+    problems: list[str] = []
+    holds, preempted, gone = parse_state([_entry(LAYOUT.holds, state)], LAYOUT.holds, problems)
+    assert set(holds) == {"ok"} and preempted == {"r": "m"}
+    assert set(gone.models) == {"kept"} and gone.demand == {}
+    key = LAYOUT.holds
+    assert [p.split(": ")[1] for p in problems] == [
+        "holds.far", "holds.naive", "gone.models.old", "gone.models.far",
+        "gone.demand.d", "gone.demand.e",
+    ]  # fmt: skip
+    assert all(p.startswith(f"{key}: ") and "\n" not in p for p in problems)
+    assert "out of range" in problems[0]
+
+
+def test_a_state_key_of_the_wrong_shape_is_named() -> None:
+    problems: list[str] = []
+    holds, _, _ = parse_state([_entry(LAYOUT.holds, {"holds": "all"})], LAYOUT.holds, problems)
+    assert holds == {} and problems == [f"{LAYOUT.holds}: holds: Input should be a JSON object"]
+
+
+def test_a_gpu_report_stamped_out_of_range_is_ignored_with_its_key_and_field() -> None:
+    from scheduler.adapters.gpu_reports import parse_record
+
+    report = {"node_id": "n", "reported_at": FAR, "gpus": []}
+    line = parse_record("llm-scheduler/nodes/n/gpus", json.dumps(report))
+    assert isinstance(line, str) and "field reported_at: " in line and "out of range" in line
