@@ -1,4 +1,4 @@
-"""The Consul KV layout of DESIGN.md section 3, in one place. Nothing else spells a key."""
+"""The Consul KV layout, in one place: nothing else spells a key (docs/kv-reference.md)."""
 
 from __future__ import annotations
 
@@ -65,6 +65,10 @@ class KVLayout:
 
     def status_key(self, name: str) -> str:
         return self.status + name
+
+    def written_by_scheduler(self, key: str) -> bool:
+        """A key the scheduler writes itself: its state key and its status records."""
+        return key == self.holds or key.startswith(self.status)
 
     def node_gpus_key(self, node_id: str) -> str:
         """Where the GPU reporter of one Nomad node writes its NVML view."""

@@ -51,8 +51,12 @@ class ReadFailed(Exception):
     """Nomad, Consul or the demand source could not be read; nothing may be decided."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class ClusterView:
+    """One pass's reading of the cluster: the snapshot the core decides on, and what the
+    service needs besides it (the actuator gets only its part, service/work.py; status
+    writing its own, service/status_report.py)."""
+
     snapshot: Snapshot
     jobs: dict[str, OwnedJob]  # replica id -> its job
     purgeable: list[str]  # stopped job ids with no allocation left
@@ -61,7 +65,9 @@ class ClusterView:
     blocked_owners: set[str]  # bad quota with no last good value: start nothing under it
     warnings: list[str] = field(default_factory=list)
     preempted: dict[str, str] = field(default_factory=dict)  # replica -> model, from KV state
-    kv_entries: list[dict[str, Any]] = field(default_factory=list)
+    # The scheduler's own keys as read (its state key and status records): what the status
+    # writer compares its next records with.
+    own_entries: list[dict[str, Any]] = field(default_factory=list)
     job_ids: set[str] = field(default_factory=set)  # every job id Nomad listed, ours or not
     # Replicas Nomad failed (placement refused, devices short) -> why: stopped and reported.
     faults: dict[str, str] = field(default_factory=dict)
@@ -306,7 +312,7 @@ class SnapshotBuilder:
             blocked_owners=kv.blocked,
             warnings=warnings,
             preempted=kv.preempted,
-            kv_entries=entries,
+            own_entries=[e for e in entries if self.layout.written_by_scheduler(str(e.get("Key")))],
             job_ids=set(self.reader.listed),
             faults=faults,
             gone=Gone(dict(self.memory.gone.models), dict(self.memory.gone.demand)),

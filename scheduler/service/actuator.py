@@ -27,10 +27,10 @@ from opentelemetry import trace
 from scheduler.adapters.job_maker import JobMaker, ModelUnservable
 from scheduler.adapters.nomad_api import NomadAPI, NomadError
 from scheduler.adapters.nomad_jobs import JobShapeError, job_id, owned_job
-from scheduler.adapters.snapshot_builder import ClusterView
-from scheduler.core.models import Model, Plan, Snapshot, StartAction, StopAction
+from scheduler.core.models import Model, Snapshot, StartAction, StopAction
 from scheduler.service.in_flight import Pending, Written, overlaid
 from scheduler.service.unservable import Unservable
+from scheduler.service.work import Facts, Work
 
 log = structlog.get_logger("llm-scheduler.act")
 tracer = trace.get_tracer("llm-scheduler")
@@ -170,50 +170,28 @@ class Actuator:
         with self._lock:
             self.preempted = {**marks, **self.preempted}
 
-    def act(self, view: ClusterView, plan: Plan, hook: ActionHook) -> None:
-        """Queue the plan's actions (stops first) and return; workers carry them out."""
-        models = {m.name: m for m in view.snapshot.models}
-        self.unservable.keep_only(set(models))
-        owners = {m.name: m.owner for m in view.snapshot.models}
-        failed = self._fail(view, hook)
+    def act(self, work: Work, hook: ActionHook) -> None:
+        """Queue the work's actions (stops first) and return; workers carry them out."""
+        facts = work.facts
+        self.unservable.keep_only(set(facts.models))
+        self._fail(work, hook)
         # A model's starts wait for its stops of the same plan (a rolling update stops the
         # replica a replacement covers and starts the next one in one pass): Nomad never holds
         # more of its jobs than the desired count and the surge. The stops are queued first,
         # so a start waiting on a worker never waits for one queued behind it.
         stopping: dict[str, list[Future[None]]] = {}
-        for action in plan.actions:
-            if isinstance(action, StopAction) and action.replica in failed:
+        for action in work.actions:
+            if not self._claim(action):
                 continue
             if isinstance(action, StopAction):
-                if action.model in view.frozen_models:
-                    log.warning(
-                        "stop_skipped",
-                        replica=action.replica,
-                        model=action.model,
-                        reason="the model's KV value is invalid; keeping its replicas",
-                    )
-                    continue
-                if self._claim(action):
-                    stop = self._submit(action.replica, partial(self._stop, view, action, hook))
-                    if stop is not None:
-                        stopping.setdefault(action.model, []).append(stop)
+                stop = self._submit(action.replica, partial(self._stop, facts, action, hook))
+                if stop is not None:
+                    stopping.setdefault(action.model, []).append(stop)
             else:
-                owner = owners.get(action.model, "")
-                blocked = [
-                    o for o in view.blocked_owners if owner == o or owner.startswith(o + "/")
-                ]
-                if blocked:
-                    log.warning(
-                        "start_skipped",
-                        model=action.model,
-                        reason=f"quota of {blocked[0]} is invalid",
-                    )
-                    continue
-                if self._claim(action):
-                    start = partial(self._start, view, models, action, hook)
-                    first = stopping.get(action.model)
-                    self._submit(action.replica, partial(_after, first, start) if first else start)
-        for jid in view.purgeable:
+                start = partial(self._start, facts, action, hook)
+                first = stopping.get(action.model)
+                self._submit(action.replica, partial(_after, first, start) if first else start)
+        for jid in work.purge:
             with self._lock:
                 if jid in self._purging:
                     continue
@@ -232,22 +210,17 @@ class Actuator:
                 self._purging.discard(jid)
         return None
 
-    def _fail(self, view: ClusterView, hook: ActionHook) -> set[str]:
+    def _fail(self, work: Work, hook: ActionHook) -> None:
         """Stop the replicas Nomad failed (placement refused, devices short) and say why in
         the model's status; the refused spot is kept out of placements by the builder."""
-        done: set[str] = set()
-        for replica, why in sorted(view.faults.items()):
-            job = view.jobs.get(replica)
-            if job is None or job.stopped or job.model in view.frozen_models:
-                continue
+        for replica, why in work.failed.items():
+            job = work.facts.jobs[replica]
             log.error("replica_failed", job=job.job_id, model=job.model, reason=why)
-            self._stop(view, StopAction(replica=replica, model=job.model, reason=why), hook)
+            self._stop(work.facts, StopAction(replica=replica, model=job.model, reason=why), hook)
             self.errors[job.model] = f"{FAILED_MARK} {replica} failed: {why}"
-            done.add(replica)
-        return done
 
-    def _stop(self, view: ClusterView, action: StopAction, hook: ActionHook) -> Written:
-        job = view.jobs.get(action.replica)
+    def _stop(self, facts: Facts, action: StopAction, hook: ActionHook) -> Written:
+        job = facts.jobs.get(action.replica)
         if job is None or job.model != action.model:
             log.warning("stop_skipped", replica=action.replica, reason="no job of ours")
             return 0
@@ -277,33 +250,26 @@ class Actuator:
         hook(action, True, None)
         return _write_index(answer)
 
-    def _start(
-        self,
-        view: ClusterView,
-        models: dict[str, Model],
-        action: StartAction,
-        hook: ActionHook,
-    ) -> Written:
-        model = models.get(action.model)
+    def _start(self, facts: Facts, action: StartAction, hook: ActionHook) -> Written:
+        model = facts.models.get(action.model)
         jid = job_id(action.model, action.replica)
         if model is None:
             return 0
         if self.unservable.backing_off(model, self.clock()):
             return 0  # its error stands in its status; retried when the backoff ends
-        if action.replica in view.jobs:
+        if action.replica in facts.jobs:
             log.info("start_skipped", job=jid, reason="replica already has a job")
             return 0
         with tracer.start_as_current_span("place", attributes=_place_attributes(model, action)):
             try:
                 # Listed ids come from this pass's read; a job registered since by another
                 # scheduler is excluded by the leader lock.
-                existing = self.nomad.job_or_none(jid) if jid in view.job_ids else None
+                existing = self.nomad.job_or_none(jid) if jid in facts.listed else None
                 mine = owned_job(existing) if existing else None
                 if existing and (mine is None or not mine.stopped):
                     log.info("start_skipped", job=jid, reason="job already registered")
                     return 0
-                nodes = {n.id: n for n in view.snapshot.nodes}
-                job = self.jobs.make(model, action, nodes, view.snapshot.now)
+                job = self.jobs.make(model, action, facts.nodes, facts.now)
                 with tracer.start_as_current_span("nomad.register", attributes={"job": jid}):
                     answer = self.nomad.register(job)
             except ModelUnservable as exc:

@@ -56,9 +56,10 @@ from scheduler.service.fresh_reads import destructive, independent_starts
 from scheduler.service.health import health_report
 from scheduler.service.leader import LeaderElection
 from scheduler.service.observer import PassObserver
-from scheduler.service.status_report import status_names, write_status
+from scheduler.service.status_report import status_input, status_names, write_status
 from scheduler.service.watch import Backoff, BlockingWatch
 from scheduler.service.watches import make_watches
+from scheduler.service.work import work_of
 
 log = structlog.get_logger("llm-scheduler.service")
 tracer = trace.get_tracer("llm-scheduler")
@@ -253,16 +254,16 @@ class Service:
                 # of its stops goes out first, so that new demand does not wait for that read.
                 span.set_attribute("reread", True)
                 reread = True
-                first = replace(view, faults={}, purgeable=[])
-                self.actuator.act(first, independent_starts(view, plan), self._action_done)
+                first = work_of(view, independent_starts(view, plan))
+                self.actuator.act(replace(first, failed={}, purge=[]), self._action_done)
                 decided = self._decide(time.monotonic(), span)
                 if decided is None:
                     return None
                 view, plan = decided
             span.set_attribute("actions", len(plan.actions))
             if leader:
-                self.status.prime(view.kv_entries)
-                self.actuator.act(view, plan, self._action_done)
+                self.status.prime(view.own_entries)
+                self.actuator.act(work_of(view, plan), self._action_done)
                 try:
                     self._record(view, plan)
                 except ConsulError as exc:
@@ -278,7 +279,7 @@ class Service:
             self._keep(view, plan, inputs)
         return plan
 
-    # ------------------------------------------------------------------ carry-over (issue 15)
+    # ------------------------------------------------------------------ carry-over
 
     def _inputs(self) -> Inputs | None:
         """What the next view rests on besides the listings (see carry.watched_inputs)."""
@@ -335,12 +336,13 @@ class Service:
         self.last_read_error = None
         # Registers and stops still in flight count as starting and stopping replicas.
         read_at = min(read_started, view.jobs_asked_at)
-        view.snapshot = self.actuator.overlay(view.snapshot, read_at, view.jobs_index)
+        overlaid = self.actuator.overlay(view.snapshot, read_at, view.jobs_index)
+        view = replace(view, snapshot=overlaid)
         self.actuator.remember_preempted(view.preempted)
         with tracer.start_as_current_span("decide"), collector_paused():
             plan = decide(view.snapshot, self.plugins)
         self._count_plugin_failures()
-        self.builder.remember(view.snapshot, plan)  # for the scale-down window (issue 18)
+        self.builder.remember(view.snapshot, plan)  # for the scale-down window
         self._log_input_errors(view)
         return view, plan
 
@@ -364,12 +366,13 @@ class Service:
             self._logged_errors = errors
 
     def _record(self, view: ClusterView, plan: Plan) -> None:
-        names = status_names(view, plan)
-        self.actuator.forget({r.id for r in view.snapshot.replicas}, names)
+        given = status_input(view, self.layout)
+        names = status_names(given, plan)
+        self.actuator.forget({r.id for r in given.replicas}, names)
         write_status(
             self.status,
             self.layout,
-            view,
+            given,
             plan,
             names,
             preempted=self.actuator.preempted,

@@ -1,14 +1,20 @@
 """What the leader writes after each pass: the scheduler's state key, one status record per
-model, the general errors record; and which status records go (their model is gone)."""
+model, the general errors record; and which status records go (their model is gone).
+
+Writing gets its own input (StatusInput), taken from the pass's view once, and the plan.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import structlog
 
 from scheduler.adapters.catalog import GENERAL
 from scheduler.adapters.kv_layout import KVLayout
+from scheduler.adapters.pass_memory import Gone
 from scheduler.adapters.snapshot_builder import ClusterView
 from scheduler.adapters.status_writer import StatusWriter, status_record
 from scheduler.core.models import Plan, Replica, rfc3339
@@ -16,19 +22,49 @@ from scheduler.core.models import Plan, Replica, rfc3339
 log = structlog.get_logger("llm-scheduler.service")
 
 
-def status_names(view: ClusterView, plan: Plan) -> set[str]:
+@dataclass(frozen=True)
+class StatusInput:
+    """What one pass's status records are made of, besides its plan."""
+
+    now: datetime
+    models: frozenset[str]  # the catalog's models
+    errors: dict[str, list[str]]  # input errors by model, or GENERAL
+    warnings: list[str]  # what else the read found wrong (health unreadable, signals, ...)
+    replicas: list[Replica]
+    gone: Gone  # what went missing and since when, for the state key
+    present: list[str]  # status keys as read: a model's record goes once the model does
+
+
+def status_input(view: ClusterView, layout: KVLayout) -> StatusInput:
+    snapshot = view.snapshot
+    return StatusInput(
+        now=snapshot.now,
+        models=frozenset(m.name for m in snapshot.models),
+        errors=view.catalog.errors,
+        warnings=view.warnings,
+        replicas=snapshot.replicas,
+        gone=view.gone,
+        present=[
+            key
+            for e in view.own_entries
+            if (key := str(e.get("Key", ""))).startswith(layout.status)
+        ],
+    )
+
+
+def status_names(given: StatusInput, plan: Plan) -> set[str]:
     """Every model that gets a status record: in the catalog, in the plan, with an input error
     of its own, or with a replica left."""
-    names = {m.name for m in view.snapshot.models} | set(plan.models)
-    names |= {t for t in view.catalog.errors if t != GENERAL}
-    names |= {r.model for r in view.snapshot.replicas}
+    names = set(given.models) | set(plan.models)
+    names |= {t for t in given.errors if t != GENERAL}
+    names |= {r.model for r in given.replicas}
     return names
 
 
 def write_status(
     status: StatusWriter,
     layout: KVLayout,
-    view: ClusterView,
+    given: StatusInput,
     plan: Plan,
     names: set[str],
     preempted: dict[str, str],
@@ -36,20 +72,20 @@ def write_status(
 ) -> None:
     """The state the next pass reads goes first: whoever sees a status of this pass (a stopped
     roll-out, a move) finds the state that goes with it."""
-    stamp = rfc3339(view.snapshot.now)
-    status.write(layout.holds, _state(view, plan, preempted), stamp)
+    stamp = rfc3339(given.now)
+    status.write(layout.holds, _state(given, plan, preempted), stamp)
     by_model: dict[str, list[Replica]] = {}
-    for rep in view.snapshot.replicas:
+    for rep in given.replicas:
         by_model.setdefault(rep.model, []).append(rep)
     records = []
     for name in sorted(names):
-        errors = view.catalog.errors.get(name, [])
+        errors = given.errors.get(name, [])
         action_error = action_errors.get(name)
         last_error = "; ".join([*errors, *([action_error] if action_error else [])]) or None
         record = status_record(plan.models.get(name), by_model.get(name, []), last_error)
         records.append((layout.status_key(name), record))
     status.write_many(records, stamp)
-    general = view.catalog.errors.get(GENERAL, []) + view.warnings
+    general = given.errors.get(GENERAL, []) + given.warnings
     status.write(
         layout.status_errors,
         {
@@ -59,26 +95,25 @@ def write_status(
         },
         stamp,
     )
-    _remove_retired(status, layout, view.kv_entries, names)
+    _remove_retired(status, layout, given.present, names)
 
 
-def _state(view: ClusterView, plan: Plan, preempted: dict[str, str]) -> dict[str, Any]:
+def _state(given: StatusInput, plan: Plan, preempted: dict[str, str]) -> dict[str, Any]:
     return {
         "holds": {k: v.model_dump(by_alias=True, mode="json") for k, v in plan.holds.items()},
         "preempted": preempted,
         "stalled": dict(plan.stalled),  # failed roll-outs
         "moves": dict(plan.moves),  # replicas being moved -> their replacements
-        "gone": view.gone.to_json(),
+        "gone": given.gone.to_json(),
     }
 
 
 def _remove_retired(
-    status: StatusWriter, layout: KVLayout, entries: list[dict[str, Any]], names: set[str]
+    status: StatusWriter, layout: KVLayout, present: list[str], names: set[str]
 ) -> None:
     """A model with no key, no error and nothing left running: its record goes too."""
-    for entry in entries:
-        key = str(entry.get("Key", ""))
-        if not key.startswith(layout.status) or key == layout.status_errors:
+    for key in present:
+        if key == layout.status_errors:
             continue
         name = key[len(layout.status) :]
         if name not in names and status.delete(key):

@@ -13,12 +13,11 @@ from serving_helpers import NOW
 from structlog.testing import capture_logs
 
 from llm_scheduler_standins.devcluster import DevCluster
-from scheduler.adapters.catalog import Catalog
 from scheduler.adapters.nomad_api import NomadAPI
-from scheduler.adapters.snapshot_builder import ClusterView
-from scheduler.core.models import GPU, Model, Node, Shard, Snapshot, StartAction
+from scheduler.core.models import GPU, Model, Node, Shard, StartAction
 from scheduler.service.actuator import Actuator
 from scheduler.service.unservable import TEMPLATE_BACKOFF_MIN_S
+from scheduler.service.work import Facts
 
 FLEET = [
     Node(id="n1", name="a", address="10.0.0.1", cpu_cores=32, memory_gb=256,
@@ -54,14 +53,13 @@ def _model(name: str, runtime: str = "vllm", **serve: Any) -> Model:
     )
 
 
-def _view(models: list[Model]) -> ClusterView:
-    return ClusterView(
-        snapshot=Snapshot(now=NOW, nodes=FLEET, models=models),
+def _facts(models: list[Model]) -> Facts:
+    return Facts(
+        models={m.name: m for m in models},
         jobs={},
-        purgeable=[],
-        catalog=Catalog(),
-        frozen_models=set(),
-        blocked_owners=set(),
+        listed=frozenset(),
+        nodes={n.id: n for n in FLEET},
+        now=NOW,
     )
 
 
@@ -93,8 +91,7 @@ def test_a_broken_template_backs_off_per_model_and_heals(
         jobspec_dir=str(tmp_path), clock=lambda: now[0],
     )  # fmt: skip
     broken, fine = _model("broken"), _model("fine", runtime="sglang")
-    view = _view([broken, fine])
-    models = {m.name: m for m in view.snapshot.models}
+    view = _facts([broken, fine])
     outcomes: list[tuple[str, bool, str | None]] = []
 
     def hook(action: Any, ok: bool, error: str | None) -> None:
@@ -102,8 +99,8 @@ def test_a_broken_template_backs_off_per_model_and_heals(
 
     with capture_logs() as logs:
         for n in range(20):  # twenty passes, each with a fresh replica id, as the core plans
-            actuator._start(view, models, _start("broken", n), hook)
-        actuator._start(view, models, _start("fine", 99, gpu=1), hook)
+            actuator._start(view, _start("broken", n), hook)
+        actuator._start(view, _start("fine", 99, gpu=1), hook)
     assert nomad.parses == 2  # one for broken (then backoff), one for fine
     assert [o for o in outcomes if o[0] == "broken"] == [
         ("broken", False, outcomes[0][2])
@@ -116,15 +113,15 @@ def test_a_broken_template_backs_off_per_model_and_heals(
 
     # After the backoff, one more try; then the wait doubles.
     now[0] = TEMPLATE_BACKOFF_MIN_S + 1
-    actuator._start(view, models, _start("broken", 100), hook)
+    actuator._start(view, _start("broken", 100), hook)
     assert nomad.parses == 3
     now[0] += TEMPLATE_BACKOFF_MIN_S * 1.5
-    actuator._start(view, models, _start("broken", 101), hook)
+    actuator._start(view, _start("broken", 101), hook)
     assert nomad.parses == 3  # still waiting: 2 x the first delay
     # The operator fixes the template: the next try after the backoff starts the replica.
     override.unlink()
     now[0] += TEMPLATE_BACKOFF_MIN_S * 2
-    actuator._start(view, models, _start("broken", 102), hook)
+    actuator._start(view, _start("broken", 102), hook)
     assert outcomes[-1] == ("broken", True, None) and "broken" not in actuator.errors
     assert nomad.registers == 2
 
@@ -136,17 +133,15 @@ def test_an_unrenderable_model_is_not_retried_each_pass_until_it_is_edited(
     actuator = Actuator(nomad, namespace=None, images={"vllm": "img"}, clock=lambda: 0.0)
     # A model built past the catalog's check (the core accepts any): the renderer refuses it.
     bad = _model("odd", extra_args={"--hf-model": "x"})
-    view = _view([bad])
+    view = _facts([bad])
     outcomes: list[bool] = []
     for n in range(5):
-        actuator._start(view, {"odd": bad}, _start("odd", n), lambda a, ok, e: outcomes.append(ok))
+        actuator._start(view, _start("odd", n), lambda a, ok, e: outcomes.append(ok))
     assert outcomes == [False] and nomad.registers == 0
     assert "serve.extra_args.--hf-model: not a flag of vllm" in actuator.errors["odd"]
     # Edited in the catalog: tried at once, without waiting for the backoff.
     good = _model("odd", extra_args={"--enforce-eager": True})
-    actuator._start(
-        _view([good]), {"odd": good}, _start("odd", 9), lambda a, ok, e: outcomes.append(ok)
-    )
+    actuator._start(_facts([good]), _start("odd", 9), lambda a, ok, e: outcomes.append(ok))
     assert outcomes == [False, True] and nomad.registers == 1
 
 
@@ -155,7 +150,5 @@ def test_a_model_without_serve_cannot_start(cluster: DevCluster) -> None:
     actuator = Actuator(nomad, namespace=None, images={"vllm": "img"}, clock=lambda: 0.0)
     bare = Model.model_validate({"name": "bare", "owner": "o", "profiles": [{"name": "one"}]})
     errors: list[str | None] = []
-    actuator._start(
-        _view([bare]), {"bare": bare}, _start("bare", 1), lambda a, ok, e: errors.append(e)
-    )
+    actuator._start(_facts([bare]), _start("bare", 1), lambda a, ok, e: errors.append(e))
     assert errors and "serve: missing" in str(errors[0]) and nomad.parses == 0
