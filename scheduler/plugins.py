@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable
-from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
 import structlog
+
+from scheduler.adapters.entry_points import load_group
 
 if TYPE_CHECKING:
     from scheduler.core.models import Node
@@ -25,19 +26,8 @@ if TYPE_CHECKING:
 FILTERS = "llm_scheduler.filters"
 SCORERS = "llm_scheduler.scorers"
 DEMAND_SOURCES = "llm_scheduler.demand_sources"
-TEMPLATES = "llm_scheduler.templates"
 
 log = structlog.get_logger("llm-scheduler.plugins")
-
-
-def load_group(group: str) -> dict[str, Any]:
-    loaded: dict[str, Any] = {}
-    for ep in entry_points(group=group):
-        try:
-            loaded[ep.name] = ep.load()
-        except Exception as exc:  # a broken third-party plugin must not stop the service
-            log.warning("plugin_load_failed", group=group, name=ep.name, error=str(exc))
-    return loaded
 
 
 def placement_plugins() -> Plugins | None:
@@ -201,7 +191,7 @@ _MISSING = object()
 
 
 def signal_source(config: ServiceConfig) -> SignalSource | None:
-    """Where the model servers' own metrics come from (issue 18), or None."""
+    """Where the model servers' own metrics come from, or None."""
     from scheduler.demand.prometheus import PrometheusSignals
     from scheduler.demand.signals import ScrapeSignals
 

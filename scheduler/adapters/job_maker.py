@@ -16,11 +16,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from scheduler.adapters.entry_points import load_group
 from scheduler.adapters.nomad_api import NomadAPI, NomadError
 from scheduler.adapters.nomad_jobs import build_job, template_variables
 from scheduler.core.models import Model, Node, StartAction
-from scheduler.plugins import TEMPLATES, load_group
 from scheduler.serving.argv import RenderError
+
+TEMPLATES = "llm_scheduler.templates"  # entry points: runtime name -> path of a jobspec
 
 
 class TemplateError(Exception):
