@@ -3,9 +3,9 @@ object.
 
     .venv/bin/python -m bench.access_floor [--sizes 1000,4000,10000] [--seed 0] [--rounds 5]
 
-Issue 15 asks the pass's time to grow with the cluster's size at a log-log slope of at most
-1.1. bench/pass_instructions.py shows the pass's work is linear (slope 0.99 in instructions);
-its time grows faster. This bench measures, on the same steady snapshots as bench/pass_time.py
+The pass's time should grow with the cluster's size at a log-log slope of at most 1.1.
+bench/pass_instructions.py shows the pass's work is linear in instructions; its time grows
+faster. This bench measures, on the same steady snapshots as bench/pass_time.py
 and in the same run as the pass itself, reads that do a fixed amount of work per node: four
 that any pass over the snapshot does in some form, and one that a compact snapshot would do
 instead:

@@ -1,4 +1,4 @@
-"""One pass with an extra static filter, undeclared and declared (issue 15), and without one.
+"""One pass with an extra static filter, undeclared and declared, and without one.
 
     .venv/bin/python -m bench.filter_verdicts [--sizes 1000,4000] [--runs 1]
 

@@ -1,12 +1,11 @@
 """Which CPython build runs a benchmark: the same pass differs by a fifth between builds.
 
 A pass spends most of its time in CPython itself (dict lookups, allocation, reference counts),
-so how libpython was built shows in every figure. Measured side by side on one machine, the
-compiled core at 1,000 nodes: Debian's python3.11 (libpython linked into the executable, built
-with profile-guided optimization) ran a pass in 0.82x the time of pyenv's 3.11 (a shared
-libpython built without `--enable-optimizations`); pyenv's 3.12 and 3.13 executed 1.21x the
-instructions of its 3.11 (a shared libpython keeps the thread state in a thread-local variable
-from 3.12 on, and reading it calls __tls_get_addr; the Dockerfile ships 3.11 for this). Figures
+so how libpython was built shows in every figure: a libpython linked into the executable and
+built with profile-guided optimization (Debian's) against a shared one built without
+`--enable-optimizations` (pyenv's default), and 3.11 against 3.12 and 3.13, whose shared
+libpython keeps the thread state in a thread-local variable (read through __tls_get_addr; the
+Dockerfile ships 3.11 for this). The measured differences are in bench/README.md. Figures
 taken on different builds are not comparable; ratios measured side by side on one build are.
 """
 

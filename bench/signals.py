@@ -1,4 +1,4 @@
-"""Scaling signals (issue 18): scrape time at fleet size, and objective-to-job latency.
+"""Scaling signals: scrape time at fleet size, and objective-to-job latency.
 
 scrape: N stand-in model servers (vLLM and SGLang pages) on loopback, read by ScrapeSignals
   with bounded concurrency, twice (the second read has a window, so percentiles too). Target:

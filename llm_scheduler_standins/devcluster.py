@@ -38,7 +38,7 @@ class DevCluster:
         model_servers: bool = False,
         consul_acl: ConsulACL | None = None,
     ) -> None:
-        """`model_servers`: run a stand-in model server (vLLM/SGLang metrics, issue 18) for
+        """`model_servers`: run a stand-in model server (vLLM/SGLang metrics) for
         every running allocation that serves HTTP; `self.servers` sets their offered load."""
         self.fleet = fleet if fleet is not None else builtin_fleet()
         self.consul_port = consul_port

@@ -1,5 +1,5 @@
 """The decision core stays pure: it imports nothing that does I/O or talks to a cluster. The
-product and the stand-ins stay apart (issue 15, item 2): no `scheduler` module imports the
+product and the stand-ins stay apart: no `scheduler` module imports the
 stand-ins but the demo's, and the stand-ins import nothing from `scheduler`."""
 
 from __future__ import annotations

@@ -318,7 +318,7 @@ def test_render_job_script_prints_every_runtime_and_shape() -> None:
 
 def test_signals_bench_runs_small() -> None:
     """bench/signals.py: every scraped replica answers, every model gets a TTFT p90 by the
-    second read, and a broken TTFT objective leads to a registered job (issue 18)."""
+    second read, and a broken TTFT objective leads to a registered job."""
     out = _run_json("bench.signals", "--replicas", "20", "--models", "4", "--trials", "1")
     scrape = out["scrape"]
     assert scrape["replicas"] == 20 and scrape["errors_last"] == 0

@@ -1,7 +1,6 @@
 """/v1/kv/<key>: GET (single, recurse, keys, raw, blocking), PUT (cas, flags, locks), DELETE.
 
-Semantics follow agent/kvs_endpoint.go and state/kvs.go as summarised in
-shared/fixtures/consul/NOTES.md section 1.
+Semantics follow hashicorp/consul's agent/kvs_endpoint.go and agent/consul/state/kvs.go.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ def status_record(
         "live": status.live if status else sum(1 for r in replicas if r.counts),
         "pending": status.pending if status else None,
         "rollout": status.rollout if status else None,
-        # Which signal set the count (issue 18), e.g. "3 replicas: ttft p90 840 ms > 500 ms ..."
+        # Which signal set the count, e.g. "3 replicas: ttft p90 840 ms > 500 ms ..."
         "why": status.why if status else None,
         "replicas": [
             {

@@ -1,6 +1,7 @@
 """Read one model server's `/metrics` page (vLLM or SGLang) into the numbers scaling needs.
 
-Names: /work/shared/reference/serving-runtimes.md section 6 (vLLM v0.34, SGLang v0.5.23).
+Names as the servers export them: vLLM v0.34 (`vllm/v1/metrics/loggers.py`), SGLang v0.5.23
+(`sglang/srt/observability/metrics_collector.py`); the table is in docs/operating.md, section 4.
 Parsed with prometheus_client's text parser. Bad readings (NaN, Inf, a histogram without
 buckets) are reported by field and left out; a page that is not Prometheus text is an error.
 """

@@ -3,7 +3,7 @@
 Per model (label `model_name`, the served name, which the job templates set to the catalog
 name): running and waiting requests summed, KV-cache usage averaged, TTFT and inter-token
 latency p90 from the histogram buckets' rate over `window`, generation tokens/s. Metric names:
-serving-runtimes.md section 6. An unreachable Prometheus is a DemandError: the pass then acts on
+docs/operating.md, section 4. An unreachable Prometheus is a DemandError: the pass then acts on
 nothing, so every model keeps its count, and the failed read is counted as for Consul.
 """
 
@@ -116,7 +116,8 @@ class PrometheusSignals:
 
 
 class PrometheusDemandSource:
-    """The demand source of `--demand prometheus` before issue 18, kept for embedders: the
+    """The demand source of `--demand prometheus` before the servers' own
+    signals were read, kept for embedders: the
     servers' running and waiting counts, combined with the gateway's KV demand."""
 
     name = "prometheus"

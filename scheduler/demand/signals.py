@@ -1,4 +1,4 @@
-"""What the model servers feel, per model (issue 18): the adapter side of scaling signals.
+"""What the model servers feel, per model: the adapter side of scaling signals.
 
 A signal source turns the servers' metrics into one `Load` per model (numbers the core compares
 with the model's objectives) and the last time each model's servers had work. Two sources:

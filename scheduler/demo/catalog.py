@@ -53,7 +53,7 @@ MODELS: list[Model] = [
     _m("llama-3-70b", TEAM_B, "critical", {"min": 1, "max": 4, "target_per_replica": 16},
        {"name": "tp4-h100", "gpus": 4, "gpu_models": H100, "cpu_cores": 16, "memory_gb": 160},
        {"name": "tp4-a100", "gpus": 4, "gpu_models": A100, "cpu_cores": 16, "memory_gb": 160}),
-    # Scaled by its latency objective (issue 18): the request target alone would keep it at
+    # Scaled by its latency objective: the request target alone would keep it at
     # two replicas at its peak, where the queue pushes TTFT past 500 ms; a third meets it. Its
     # KV-cache target keeps the third while the load lasts: a met latency objective alone asks
     # for fewer again (latency is not linear in load), the KV usage of busy replicas does not.

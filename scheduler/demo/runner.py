@@ -78,7 +78,7 @@ class DemandWriter:
     refresh_s: float = 3.0
     writes: int = 0
     # The stand-in model servers: the same load is offered to the replicas, whose metrics the
-    # service scrapes (issue 18); the gateway's keys still count, for models with no replica.
+    # service scrapes; the gateway's keys still count, for models with no replica.
     servers: ModelServers | None = None
     _last: dict[str, tuple[int, int, float]] = field(default_factory=dict)
 
@@ -213,7 +213,7 @@ def run_demo(opts: DemoOptions, console: Console) -> DemoResult:
         finally:
             seconds = time.monotonic() - started
             # The service first, all of it, then the stand-ins: a blocking query cut off by a
-            # stopping server is what used to end the demo with CancelledError tracebacks.
+            # stopping server ends in a CancelledError traceback.
             with console.status("stopping the scheduler", spinner="dots"):
                 service.stop()
                 if not service.join_watches(WATCH_WAIT_S * 1.2 + 2):

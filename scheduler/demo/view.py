@@ -41,7 +41,7 @@ class DemoStats:
     # (victim, victim class, beneficiary, beneficiary class) -> how many times.
     gave_way: dict[tuple[str, str, str, str], int] = field(default_factory=dict)
     final_pending: dict[str, str] = field(default_factory=dict)
-    # Issue 18: models scaled out for a latency objective (the first such start's reason), and
+    # Models scaled out for a latency objective (the first such start's reason), and
     # the reading that then met it.
     objective_out: dict[str, str] = field(default_factory=dict)
     objective_met: dict[str, str] = field(default_factory=dict)

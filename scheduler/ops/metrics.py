@@ -65,7 +65,7 @@ class MetricsObserver:
             ["op", "result"],
             registry=r,
         )
-        # Issue 18: what the model servers report, per model, as the core saw it.
+        # What the model servers report, per model, as the core saw it.
         self.signals = Gauge(
             "llm_scheduler_model_signal",
             "Scaling signals by model (running, waiting, kv_cache, ttft_p90_ms, itl_p90_ms, "

@@ -27,7 +27,7 @@ class StatusRecord(BaseModel):
     desired: int = 0
     live: int = 0
     pending: str | None = None
-    why: str | None = None  # which signal set the count (issue 18)
+    why: str | None = None  # which signal set the count
     replicas: list[ReplicaRecord] = Field(default_factory=list)
     last_error: str | None = None
     updated_at: str | None = None

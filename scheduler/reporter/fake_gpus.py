@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from scheduler.core.mig_geometry import GpuGeometry, geometry_for
 from scheduler.core.models import Node
 
-# nvidia-smi "Profile ID" per NVML enum, as on the A100/H100 ([S5], [S6] of mig-profiles.md).
+# nvidia-smi "Profile ID" per NVML enum, as on the A100/H100 (NVIDIA MIG User Guide, "Supported
+# MIG Profiles").
 # Real code reads these from NVML; the fake has to answer something.
 PROFILE_IDS = {
     "NVML_GPU_INSTANCE_PROFILE_1_SLICE": 19,

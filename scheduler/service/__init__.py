@@ -1,1 +1,1 @@
-"""The long-running scheduler service: watch, snapshot, decide, act, record (issue 4)."""
+"""The long-running scheduler service: watch, snapshot, decide, act, record."""

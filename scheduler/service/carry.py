@@ -1,4 +1,4 @@
-"""Carrying a quiet pass over (issue 15): when nothing changed since the last pass, reuse its
+"""Carrying a quiet pass over: when nothing changed since the last pass, reuse its
 view and plan instead of building a snapshot and deciding again.
 
 A pass may be carried over only when the same view would be built and the same plan decided:

@@ -43,7 +43,7 @@ class ServiceConfig(BaseSettings):
     listen_addr: str = "127.0.0.1:9464"
     demand_source: str = "consul"
     prometheus_url: str = "http://127.0.0.1:9090"
-    # Scaling signals from the model servers (issue 18): "scrape" reads each ready replica's
+    # Scaling signals from the model servers: "scrape" reads each ready replica's
     # /metrics, "prometheus" asks prometheus_url (also implied by demand_source=prometheus),
     # "none" scales on the KV demand only. The gateway's KV demand counts in every case.
     signals: str = Field("none", pattern="^(none|scrape|prometheus)$")

@@ -5,7 +5,9 @@ pipeline parallel across nodes, multi-node without Ray (`--nnodes/--node-rank/--
 --master-port`, ranks >= 1 `--headless`; vLLM >= 0.11.1). SGLang (image without entrypoint):
 `python3 -m sglang.launch_server --model-path ...`, `--tp-size` over all nodes, `--nnodes/
 --node-rank/--dist-init-addr`. Every item is its own argv element: nothing is parsed by a shell.
-Sources: /work/shared/reference/serving-runtimes.md sections 1 to 3.
+Sources: vLLM's `vllm/engine/arg_utils.py` and `vllm/entrypoints/cli/serve.py`
+(vllm-project/vllm, v0.34), SGLang's `python/sglang/srt/server_args.py` and
+`python/sglang/launch_server.py` (sgl-project/sglang, v0.5.23).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The CLI as a new operator meets it (issue 14): error texts intact, JSON errors for scripts,
+"""The CLI as a new operator meets it: error texts intact, JSON errors for scripts,
 permission errors instead of empty tables, `run --once` that does a pass, rows that stay whole
 when piped, and docs whose commands parse."""
 

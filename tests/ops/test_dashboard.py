@@ -77,7 +77,7 @@ def test_state_api_shows_holders_pending_and_preemptions(served: object) -> None
 
 
 def test_state_api_says_which_signal_set_each_count(served: object) -> None:
-    """Issue 18: each model's `why` reaches the page (the live/desired cell's title)."""
+    """Each model's `why` reaches the page (the live/desired cell's title)."""
     dash, _, server = served  # type: ignore[misc]
     snap, plan = snapshot_and_plan()
     why = "2 replicas: ttft p90 840 ms > 500 ms objective (queue 2/5)"

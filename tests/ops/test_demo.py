@@ -137,7 +137,7 @@ def test_the_summary_tells_who_waited_who_gave_way_and_what_is_left() -> None:
 
 
 def test_the_summary_tells_a_latency_objective_met_by_scaling_out() -> None:
-    """Issue 18: a start for a broken TTFT objective, then a reading within it, make the story."""
+    """A start for a broken TTFT objective, then a reading within it, make the story."""
     from datetime import UTC, datetime
 
     from scheduler.core.models import Load, Model, Plan, Snapshot, StartAction

@@ -1,4 +1,4 @@
-"""Issue 18: the service exports each model's scaling signals and what they ask for."""
+"""The service exports each model's scaling signals and what they ask for."""
 
 from __future__ import annotations
 

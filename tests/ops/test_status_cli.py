@@ -65,7 +65,7 @@ def test_why_explains_each_profile_from_the_record(records: None) -> None:
     assert "no node with 4 free H100 GPUs" in out
     assert "tried tp4: gpus on 6 nodes, gpu_model on 0 nodes" in out
     assert "tried mig: mig_profile on 1 node (no 3g.40gb free)" in out
-    # Counted by filter name (issue 15), said in the filters' words, each with its nodes.
+    # Counted by filter name, said in the filters' words, each with its nodes.
     assert (
         "tried tp2: too few free GPUs on 3 nodes (gpu-count), too few free CPU cores on 4 "
         "nodes, too little free memory on 1 node (node-resources)"
@@ -113,7 +113,7 @@ def test_why_and_dry_run_decide_on_the_live_cluster(
 
 
 def test_why_says_which_signal_set_the_count(consul_kv: object) -> None:
-    """Issue 18: the status record's `why` is shown by `why MODEL`, text and JSON."""
+    """The status record's `why` is shown by `why MODEL`, text and JSON."""
     put = consul_kv.kv.put  # type: ignore[attr-defined]
     why = "3 replicas: ttft p90 840 ms > 500 ms objective (queue 2/5, kv 0.41/0.80)"
     record = {"desired": 3, "live": 3, "pending": None, "why": why, "replicas": []}

@@ -1,4 +1,4 @@
-"""The product without the `standins` extra (issue 15, item 2): `pip install llm-scheduler` has
+"""The product without the `standins` extra: `pip install llm-scheduler` has
 no python-hcl2, and the scheduler's image has no llm_scheduler_standins at all. The service and
 every command but `demo` and `devcluster` never import them; those two say in one line which
 extra to install.

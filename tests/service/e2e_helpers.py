@@ -18,7 +18,7 @@ from scheduler.service.loop import Service
 LAYOUT = KVLayout()
 H100 = "NVIDIA H100 80GB HBM3"
 A100 = "NVIDIA A100-SXM4-80GB"
-# Every wait at zero, the scale-down window (issue 18) too: these tests drive single passes.
+# Every wait at zero, the scale-down window too: these tests drive single passes.
 FAST_SETTINGS = {
     "eviction_grace_s": 0,
     "min_lifetime_s": 0,

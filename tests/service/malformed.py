@@ -1,4 +1,4 @@
-"""Malformed KV values of every kind the service has met or may meet (issue 11, item 3).
+"""Malformed KV values of every kind the service has met or may meet.
 
 Each is (what it is, raw bytes). They are thrown at every prefix of the KV layout; a value
 is bad for a prefix when it breaks that prefix's schema, and none may stop a pass.

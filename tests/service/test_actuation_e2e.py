@@ -1,4 +1,4 @@
-"""Issue 11, item 5: actuation runs beside the pass loop, bounded; a slow Nomad call holds back
+"""Actuation runs beside the pass loop, bounded; a slow Nomad call holds back
 neither the next decisions nor other models, nothing is registered twice while in flight, and
 the backlog gauge shows what is queued."""
 

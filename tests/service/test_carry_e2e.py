@@ -1,4 +1,4 @@
-"""Issue 15, item 3: a quiet pass is carried over (no snapshot build, no decision, no status
+"""A quiet pass is carried over (no snapshot build, no decision, no status
 write), and every kind of change makes the next pass a full one. Over the loopback stand-ins,
 through the real clients; only our own builder and decide are wrapped, to count calls."""
 

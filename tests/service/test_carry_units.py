@@ -1,4 +1,4 @@
-"""Issue 15: the carry-over's pieces that need no cluster: the scale-down marks of carried
+"""The carry-over's pieces that need no cluster: the scale-down marks of carried
 passes (recorded lazily, the latest one standing for all) and when a kept pass may stand."""
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ def test_a_filter_that_does_not_declare_static_is_asked_on_every_visit() -> None
     assert inner.calls > 0
     assert not [a for a in plan.actions if a.op == "start"]
     tried = [t for s in plan.models.values() for t in s.tried]
-    # Its "no" is counted under its name, with its words (issue 15).
+    # Its "no" is counted under its name, with its words.
     said = [t.reasons["undeclared"] for t in tried if "undeclared" in t.short]
     assert said and all(list(s) == ["refused by a plugin"] for s in said)
 
@@ -111,7 +111,7 @@ def test_a_scorer_that_fails_scores_nothing_and_the_pass_goes_on(
     assert [e["event"] for e in logs] == ["plugin_scorer_failed"]
 
 
-# ---------------------------------------------------------------- declared shape keys (issue 15)
+# ---------------------------------------------------------------- declared shape keys
 
 
 def _zone(node: Node) -> int:

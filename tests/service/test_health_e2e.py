@@ -1,4 +1,4 @@
-"""Issue 11, item 4: failed passes are counted and logged whole; /healthz tells the truth."""
+"""Failed passes are counted and logged whole; /healthz tells the truth."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def test_a_pass_that_raises_is_counted_logged_whole_and_turns_healthz_red(
         with redirect_stderr(buf):
             configure_logging("json")
             monkeypatch.setattr(loop_module, "decide", broken)
-            # A quiet pass is carried over without deciding (issue 15): a change makes the
+            # A quiet pass is carried over without deciding: a change makes the
             # next one decide, and a pass that fails keeps nothing to carry over.
             put(cluster, LAYOUT.demand_key("llama"), {"inflight": 1})
             wait_for(lambda: svc.failures_in_a_row >= 3, what="three failed passes")

@@ -1,4 +1,4 @@
-"""Issue 11, item 6: a planned stop hands the lock over at once (released before the session
+"""A planned stop hands the lock over at once (released before the session
 is destroyed, as hashicorp/consul api/lock.go Unlock does), not after the lock-delay."""
 
 from __future__ import annotations

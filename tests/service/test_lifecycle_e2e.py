@@ -1,4 +1,4 @@
-"""Model lifecycle end to end (issue 16), the service against the stand-ins over HTTP:
+"""Model lifecycle end to end, the service against the stand-ins over HTTP:
 rolling updates (and a roll-out that fails), moving back to the preferred profile, one
 datacenter and rack for a multi-node replica, and the cheapest GPU type."""
 

@@ -1,4 +1,4 @@
-"""Issue 11, item 3: hundreds of malformed values at every prefix of the KV layout, through the
+"""Hundreds of malformed values at every prefix of the KV layout, through the
 real service on the stand-ins; every bad key is reported and frozen, a canary still scales."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 11, items 1 and 2: a deleted model retires after a grace; missing demand is not zero;
+"""A deleted model retires after a grace; missing demand is not zero;
 a listing Consul filtered by ACLs (or a failed read) is unknown and stops nothing."""
 
 from __future__ import annotations

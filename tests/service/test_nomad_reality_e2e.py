@@ -1,4 +1,4 @@
-"""The service against a Nomad stand-in that behaves as real Nomad does (issue 13): other
+"""The service against a Nomad stand-in that behaves as real Nomad does: other
 namespaces' allocations, refused placements, short device allocations, gradual drains.
 End to end over HTTP; the stand-in's own helpers only stage what another user would do."""
 

@@ -1,4 +1,4 @@
-"""Reading what real Nomad says (issue 13): reserved resources, drains, other allocations,
+"""Reading what real Nomad says: reserved resources, drains, other allocations,
 refused placements and short device allocations, from the documented API bodies."""
 
 from __future__ import annotations

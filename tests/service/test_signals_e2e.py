@@ -1,4 +1,4 @@
-"""Issue 18 end to end: the service scrapes the stand-in model servers the Nomad stand-in runs for
+"""End to end: the service scrapes the stand-in model servers the Nomad stand-in runs for
 its allocations, through the real clients, and scales on what they report."""
 
 from __future__ import annotations

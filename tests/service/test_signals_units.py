@@ -1,4 +1,4 @@
-"""Issue 18, adapter side: reading /metrics pages of both runtimes, percentiles over a window,
+"""Adapter side: reading /metrics pages of both runtimes, percentiles over a window,
 bad pages and readings reported by model and field, and the KV demand combined."""
 
 from __future__ import annotations

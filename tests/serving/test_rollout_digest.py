@@ -1,4 +1,4 @@
-"""What a replica runs, as Nomad keeps it (issue 16): the spec digest in the job's Meta is read
+"""What a replica runs, as Nomad keeps it: the spec digest in the job's Meta is read
 back into the replica, changes with what is served, and failed roll-outs and moves survive a
 restart through the scheduler's state key."""
 

@@ -1,4 +1,4 @@
-"""The Consul stand-in refuses what Consul refuses (issue 13), through py-consul and httpx.
+"""The Consul stand-in refuses what Consul refuses, through py-consul and httpx.
 
 Read in hashicorp/consul: agent/consul/rpc.go forwardDC (ErrNoDCPath), agent/structs/errors.go,
 agent/consul/state/session.go sessionCreateTxn (ErrMissingNode), agent/agent_endpoint.go

@@ -1,4 +1,4 @@
-"""The Nomad stand-in is as strict as a real server (issue 13), through python-nomad.
+"""The Nomad stand-in is as strict as a real server, through python-nomad.
 
 Each test names the rule of the real server it follows (hashicorp/nomad @ aa026cc9).
 """
