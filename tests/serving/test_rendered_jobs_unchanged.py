@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -87,4 +88,4 @@ def test_the_demo_catalogs_jobs_are_rendered_as_before() -> None:
 
 
 if __name__ == "__main__":
-    print(json.dumps(rendered(), indent=1, sort_keys=True))
+    sys.stdout.write(json.dumps(rendered(), indent=1, sort_keys=True) + "\n")
