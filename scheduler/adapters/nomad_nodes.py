@@ -124,7 +124,7 @@ def node_from_nomad(body: dict[str, Any]) -> Node:
         cpu_cores=max(0.0, round(cores - reserved_shares / shares_per_core(res), 2)),
         memory_gb=max(0.0, round((float(memory_mb) - reserved_mb) / MIB_PER_GB, 2)),
         gpus=gpus_from_devices(res.get("Devices")),
-        # Node.Meta: a flat map of strings (fixtures/nomad/node-read.json): rack, zone, ...
+        # Node.Meta: a flat map of strings (GET /v1/node/:node_id): rack, zone, ...
         meta={str(k): str(v) for k, v in (body.get("Meta") or {}).items()},
     )
 
