@@ -45,8 +45,10 @@ def serve_in_thread(
     """Start `app` on host:port (0 = any free port); return once it accepts connections."""
     sock = _bind(host, port)
     actual_port = sock.getsockname()[1]
+    # A blocking query (up to its `wait`) holds its connection open: on stop, what is still
+    # being answered is cut rather than waited for (a second per server and test, before).
     config = uvicorn.Config(
-        app, log_level="warning", lifespan="on", access_log=False, timeout_graceful_shutdown=1
+        app, log_level="warning", lifespan="on", access_log=False, timeout_graceful_shutdown=0
     )
     server = uvicorn.Server(config)
     started = threading.Event()
