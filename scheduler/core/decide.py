@@ -8,7 +8,7 @@ from scheduler.core.growth import turn_order
 from scheduler.core.lifecycle import consolidate
 from scheduler.core.mig_advice import mig_advice
 from scheduler.core.models import Model, ModelStatus, Plan, Snapshot
-from scheduler.core.pass_state import PassState
+from scheduler.core.pass_state import PassState, PendingWhy
 from scheduler.core.plugins import Plugins
 from scheduler.core.retirement import replace_stale, retire, retire_deleted, scale_down
 from scheduler.core.sharing import take_turns
@@ -46,10 +46,11 @@ def model_statuses(
     models share theirs with others ("1 replica: minimum 1"): one object per distinct status
     (without trials) spares validating and holding each again."""
     statuses = deleted
-    made: dict[tuple[int, int, str | None, str, int], ModelStatus] = {}
+    made: dict[tuple[int, int, PendingWhy | None, str, int], ModelStatus] = {}
+    outcome, timed_out = st.turns.outcome, st.ledger.timed_out
     for m in st.snapshot.models:
         name = m.name
-        pending, tried = st.turns.outcome.get(name, (None, []))
+        pending, tried = outcome.get(name, (None, []))
         w = st.counts.wants[name]
         key = (st.counts.desired[name], counted[name], pending, w.why, w.recommended)
         status = None if tried else made.get(key)
@@ -57,13 +58,16 @@ def model_statuses(
             status = ModelStatus(
                 desired=key[0],
                 live=key[1],
-                pending=pending,
+                pending=pending[1] if pending is not None else None,
+                pending_code=pending[0] if pending is not None else None,
                 tried=tried,
                 why=w.why,
                 recommended=w.recommended,
             )
             if not tried:
                 made[key] = status
+        if name in timed_out:
+            status = status.model_copy(update={"timed_out": timed_out[name]})
         statuses[name] = status
     return statuses
 

@@ -16,6 +16,7 @@ from scheduler.core.plugins import memory_suffices, model_matches
 from scheduler.core.replacement import start_move
 
 Movers = list[tuple[Replica, Model]]  # replicas to move, with their models
+MOVES = ("consolidation", "defragmentation")  # the starts consolidate_per_pass counts
 
 
 def movable(st: PassState, r: Replica) -> Model | None:
@@ -52,9 +53,7 @@ def defragment(st: PassState, waiting: list[Model]) -> None:
     """A model short of room whose replica needs several GPUs of one node: where a node is
     free but for a few small replicas, move those elsewhere (replacements first, on free
     room), so the node frees whole. Shares consolidate_per_pass; a bounded few tries."""
-    left = st.settings.consolidate_per_pass - sum(
-        1 for a in st.ledger.starts if a.reason.startswith("consolidate")
-    )
+    left = st.settings.consolidate_per_pass - sum(1 for a in st.ledger.starts if a.code in MOVES)
     if left <= 0 or not waiting:
         return
     # One model a pass (scanning the fleet is not free), a different one each turn.
@@ -100,7 +99,7 @@ def make_room(st: PassState, m: Model, p: Profile) -> bool:
         return False
     for r, vm, fitted in moved:
         why = f"consolidate: moves {r.id} off {nid} so that {m.name} fits there whole"
-        start_move(st, vm, r, fitted, why)
+        start_move(st, vm, r, fitted, ("defragmentation", why))
         st.ledger.rollout[vm.name] = f"moving {r.id} off {nid} to make room for {m.name}"
     free_now = [d for d in room if st.inv.is_free(nid, d)]
     if free_now:

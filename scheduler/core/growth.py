@@ -5,16 +5,22 @@ from __future__ import annotations
 
 from scheduler.core.held_back import HeldBack
 from scheduler.core.inventory import Inventory, profile_need
-from scheduler.core.models import Model, ProfileTrial, StartAction, rfc3339
-from scheduler.core.pass_state import PassState
+from scheduler.core.models import Model, ProfileTrial, rfc3339
+from scheduler.core.pass_state import PassState, PendingWhy, StartWhy
 from scheduler.core.placement import Placement, commit
-from scheduler.core.preemption import VictimPool, choose, stop_reason, within_guarantee
+from scheduler.core.preemption import (
+    VictimPool,
+    choose,
+    stop_code,
+    stop_reason,
+    within_guarantee,
+)
 from scheduler.core.turn_order import TurnOrder, model_order
 
-WAITING = "waiting for preempted replicas to stop"
-ROLLING_START = "rolling update: a replica on the model's new spec"
+WAITING: PendingWhy = ("waiting_for_victims", "waiting for preempted replicas to stop")
+ROLLING_START: StartWhy = ("rolling_update", "rolling update: a replica on the model's new spec")
 
-Outcome = tuple[str | None, list[ProfileTrial]]  # pending sentence (None: placed), trials
+Outcome = tuple[PendingWhy | None, list[ProfileTrial]]  # why pending (None: placed), trials
 
 
 def turn_order(st: PassState, m: Model) -> TurnOrder:
@@ -29,15 +35,15 @@ def turn_order(st: PassState, m: Model) -> TurnOrder:
     return TurnOrder(not owed, not (owed and m.name in st.holds.claimants), key)
 
 
-def _waits(st: PassState, m: Model) -> str | None:
+def _waits(st: PassState, m: Model) -> PendingWhy | None:
     """Why the model does not grow in this pass at all (held, or waiting for its victims)."""
     h = st.holds.honoured.get(m.name)
     if h is not None:
         if st.now < h.until:
-            return f"held until {rfc3339(h.until)} after yielding to {h.for_}"
-        return f"held one more pass after yielding to {h.for_}"
+            return "held", f"held until {rfc3339(h.until)} after yielding to {h.for_}"
+        return "held", f"held one more pass after yielding to {h.for_}"
     if m.name in st.holds.giving_way:
-        return f"held while its replicas preempted for {st.holds.giving_way[m.name]} stop"
+        return "held", f"held while its replicas preempted for {st.holds.giving_way[m.name]} stop"
     gone = st.holds.on_their_way.get(m.name)
     if gone is not None:
         reserve(st, m, gone, st.counts.target[m.name] - st.counts.live[m.name])
@@ -58,36 +64,40 @@ def grow(st: PassState, m: Model, cap: int | None = None) -> Outcome:
     while have + placed < want and (cap is None or turn < cap):
         out = st.placer.place(m, st.inv)
         if out.placement is None:
-            pending = "; ".join(out.notes)
             # In the guarantee phase only what is owed may be reclaimed.
             ask = cap - turn if st.turns.owing and cap is not None else want - have - placed
             if preempt_for(st, m, ask, have + placed):
-                pending = WAITING
-            elif m.name in st.turns.held_back:
-                pending += "; " + st.turns.held_back[m.name]
-            return pending, out.trials
+                return WAITING, out.trials
+            return _short_of_room(st, m, out.notes, out.trials), out.trials
         commit(m, out.placement, st.inv)
         placed += 1
         turn += 1
         counts.placed[m.name] = placed
-        st.ledger.starts.append(
-            StartAction(
-                model=m.name,
-                profile=out.placement.profile.name,
-                replica=st.ledger.new_id(m.name),
-                shards=out.placement.shards,
-                reason=_start_reason(st, m, have + placed),
-            )
-        )
+        rid = st.ledger.new_id(m.name)
+        st.ledger.start(m.name, out.placement, rid, _start_reason(st, m, have + placed))
     return None, []
 
 
-def _start_reason(st: PassState, m: Model, count: int) -> str:
+def _short_of_room(
+    st: PassState, m: Model, notes: list[str], trials: list[ProfileTrial]
+) -> PendingWhy:
+    """Why no profile placed and no preemption was made: every profile's quota limit, or too
+    little room, and what held a preemption back if something did."""
+    pending = "; ".join(notes)
+    held_back = st.turns.held_back.get(m.name)
+    if held_back is not None:
+        return "preemption_held_back", pending + "; " + held_back
+    if trials and all(t.note is not None for t in trials):
+        return "quota_limit", pending
+    return "no_room", pending
+
+
+def _start_reason(st: PassState, m: Model, count: int) -> StartWhy:
     if m.name in st.ledger.rolling:
         return ROLLING_START
     w = st.counts.wants[m.name]
     # "scale up: 3 replicas: ttft p90 840 ms > 500 ms objective (...), 2 of 3 replicas"
-    return f"scale up: {w.why}, {count} of {w.count} replicas"
+    return "scale_up", f"scale up: {w.why}, {count} of {w.count} replicas"
 
 
 def _pool(st: PassState) -> VictimPool:
@@ -120,7 +130,8 @@ def preempt_for(st: PassState, m: Model, missing: int, live: int) -> bool:
                     _say_held_back(st, m, trial, live + len(future), over)
                 break
             for v in chosen:
-                st.ledger.stop(v.replica.id, v.model.name, stop_reason(v, m), m.name)
+                why = (stop_code(v), stop_reason(v, m))
+                st.ledger.stop(v.replica.id, v.model.name, why, m.name)
                 trial.release(v.replica.id)
                 st.holds.give(v.model.name, m.name)
             gone = True

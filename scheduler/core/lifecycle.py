@@ -14,18 +14,19 @@ from __future__ import annotations
 from datetime import timedelta
 
 from scheduler.core.models import Model, Node, Replica
-from scheduler.core.pass_state import PassState
+from scheduler.core.pass_state import PassState, StopWhy
 from scheduler.core.replacement import mark, replace, retire_one, start_move
 
 # Why a replaced replica stops: (when it is not serving yet, once others cover for it).
-ROLL = (
-    "rolling update: not serving yet, restarted on the model's new spec",
-    "rolling update: replaced by a replica on the model's new spec",
+ROLL: tuple[StopWhy, StopWhy] = (
+    ("rolling_update", "rolling update: not serving yet, restarted on the model's new spec"),
+    ("rolling_update", "rolling update: replaced by a replica on the model's new spec"),
 )
-MOVE = (
-    "consolidation: not serving yet",
-    "consolidation: replaced by a replica on a better placement",
+MOVE: tuple[StopWhy, StopWhy] = (
+    ("consolidation", "consolidation: not serving yet"),
+    ("consolidation", "consolidation: replaced by a replica on a better placement"),
 )
+STALLED: StopWhy = ("rollout_stalled", "roll-out stopped: its replacement did not start")
 
 NO_PROFILE = 1 << 30  # rank of a replica whose profile the model no longer lists
 
@@ -95,7 +96,7 @@ def _keep_stalled(
     for r in sorted(counting, key=lambda r: (r.created_at, r.id), reverse=True):
         if extra > 0 and r.state == "starting" and r.spec == failed:
             extra -= 1
-            retire_one(st, r, m, "roll-out stopped: its replacement did not start")
+            retire_one(st, r, m, STALLED)
             st.counts.live[m.name] -= 1
     if old:
         st.ledger.rollout[m.name] = (
@@ -215,7 +216,8 @@ def move(st: PassState, m: Model, r: Replica) -> bool:
         return False
     if m.placement == "cheapest" and st.placer.cost(fitted, st.inv) >= here:
         return False
-    start_move(st, m, r, fitted, f"consolidate: replaces {r.id} (profile {r.profile})")
+    why = f"consolidate: replaces {r.id} (profile {r.profile})"
+    start_move(st, m, r, fitted, ("consolidation", why))
     st.ledger.rollout[m.name] = f"moving {r.id} from profile {r.profile} to {fitted.profile.name}"
     return True
 

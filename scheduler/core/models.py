@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic.dataclasses import dataclass
 
+from scheduler.core.codes import PendingCode, StartCode, StopCode
 from scheduler.core.contract_base import (
     CLASS_RANK,
     MAX_AMOUNT,
@@ -329,6 +330,7 @@ class StopAction(Strict):
     model: str
     reason: str
     preempted_for: str | None = None
+    code: StopCode | None = None  # what kind of reason `reason` says (codes.py)
 
 
 class StartAction(Strict):
@@ -338,6 +340,7 @@ class StartAction(Strict):
     replica: str
     shards: list[Shard]
     reason: str
+    code: StartCode | None = None  # what kind of reason `reason` says (codes.py)
 
 
 Action = Annotated[StartAction | StopAction, Field(discriminator="op")]
@@ -354,10 +357,20 @@ class ProfileTrial(Strict):
     note: str | None = None
 
 
+class StoppedReplica(Strict):
+    """A replica the pass stopped for a reason the model's status shows (a load-grace
+    time-out): the stop action says it once, the status until the model's next pass."""
+
+    replica: str
+    code: StopCode
+    reason: str
+
+
 class ModelStatus(Strict):
     desired: int
     live: int
     pending: str | None = None
+    pending_code: PendingCode | None = None  # what kind of reason `pending` says (codes.py)
     tried: list[ProfileTrial] = Field(default_factory=list)
     # A rolling update or a move to a better profile under way, or a stopped roll-out.
     rollout: str | None = None
@@ -365,6 +378,8 @@ class ModelStatus(Strict):
     # for before scale-down stabilisation (the adapter records it as a DesiredMark).
     why: str | None = None
     recommended: int | None = None
+    # Replicas stopped still starting past the load grace in this pass, with why.
+    timed_out: list[StoppedReplica] = Field(default_factory=list)
 
 
 class Plan(Strict):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 from datetime import datetime, timedelta
 
+from scheduler.core.codes import PendingCode, StartCode, StopCode
 from scheduler.core.fairshare import FairShare
 from scheduler.core.held_back import HeldBack
 from scheduler.core.inventory import Inventory
@@ -27,12 +28,18 @@ from scheduler.core.models import (
     Snapshot,
     StartAction,
     StopAction,
+    StoppedReplica,
 )
-from scheduler.core.placement import Placer
+from scheduler.core.placement import Placement, Placer
 from scheduler.core.plugins import Plugins, default_filters, default_scorers
 from scheduler.core.preemption import VictimPool
 from scheduler.core.scaling import Want, want
 from scheduler.core.turn_order import ModelOrder
+
+# A reason: its code (codes.py) and the sentence an operator reads.
+StopWhy = tuple[StopCode, str]
+StartWhy = tuple[StartCode, str]
+PendingWhy = tuple[PendingCode, str]
 
 
 class Counts:
@@ -90,20 +97,48 @@ class Ledger:
         self.rolling: set[str] = set()  # models with replicas replaced by a rolling update
         self.stalled: dict[str, str] = {}  # model -> spec digest whose roll-out failed
         self.pool: VictimPool | None = None  # built by the first preemption attempt
+        # Per model, replicas stopped past their load grace: its status shows them.
+        self.timed_out: dict[str, list[StoppedReplica]] = {}
         self._replicas = replicas  # the snapshot's, by id (new ids must differ)
         self._stamp = stamp  # the pass's instant, in every new replica's id
         self._given: set[str] = set()  # ids this pass gave
 
-    def stop(self, replica: str, model: str, reason: str, preempted_for: str | None = None) -> None:
+    def stop(
+        self,
+        replica: str,
+        model: str,
+        why: StopWhy,
+        preempted_for: str | None = None,
+    ) -> None:
         self.stopped.add(replica)
         if self.pool is not None:
             self.pool.regroup(replica)
+        code, reason = why
         if preempted_for is None:
-            self.stops.append(StopAction(replica=replica, model=model, reason=reason))
+            self.stops.append(StopAction(replica=replica, model=model, reason=reason, code=code))
         else:
             self.stops.append(
-                StopAction(replica=replica, model=model, reason=reason, preempted_for=preempted_for)
+                StopAction(
+                    replica=replica,
+                    model=model,
+                    reason=reason,
+                    preempted_for=preempted_for,
+                    code=code,
+                )
             )
+
+    def start(self, model: str, fitted: Placement, replica: str, why: StartWhy) -> None:
+        code, reason = why
+        self.starts.append(
+            StartAction(
+                model=model,
+                profile=fitted.profile.name,
+                replica=replica,
+                shards=fitted.shards,
+                reason=reason,
+                code=code,
+            )
+        )
 
     def new_id(self, model: str) -> str:
         """A replica id no replica of the snapshot has and the pass has not given yet."""
@@ -121,8 +156,8 @@ class Turns:
     """What the growth steps learn while models take their turns."""
 
     def __init__(self) -> None:
-        # A model that has had its say: its pending sentence and what its profiles ran into.
-        self.outcome: dict[str, tuple[str | None, list[ProfileTrial]]] = {}
+        # A model that has had its say: why it is pending and what its profiles ran into.
+        self.outcome: dict[str, tuple[PendingWhy, list[ProfileTrial]]] = {}
         self.keys: dict[str, ModelOrder] = {}  # order keys, by model
         self.needs: dict[str, tuple[float, float, float]] = {}  # first profile's, by model
         self.fair: FairShare | None = None  # set when quotas are in play

@@ -39,6 +39,7 @@ from scheduler.core.victims import (
     Victim,
     choose,
     set_cost,
+    stop_code,
     stop_reason,
 )
 
@@ -52,6 +53,7 @@ __all__ = [
     "choose",
     "owed_replicas",
     "set_cost",
+    "stop_code",
     "stop_reason",
     "within_guarantee",
 ]

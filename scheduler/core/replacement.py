@@ -4,8 +4,8 @@ the replica is stopped once it is not serving or once enough others run."""
 
 from __future__ import annotations
 
-from scheduler.core.models import Model, Replica, StartAction
-from scheduler.core.pass_state import PassState
+from scheduler.core.models import Model, Replica
+from scheduler.core.pass_state import PassState, StartWhy, StopWhy
 from scheduler.core.placement import Placement, commit
 
 
@@ -16,13 +16,17 @@ def mark(st: PassState, m: Model, movers: list[Replica]) -> None:
         st.counts.live[m.name] -= 1
 
 
-def retire_one(st: PassState, r: Replica, m: Model, reason: str) -> None:
-    st.ledger.stop(r.id, m.name, reason)
+def retire_one(st: PassState, r: Replica, m: Model, why: StopWhy) -> None:
+    st.ledger.stop(r.id, m.name, why)
     st.ledger.retired.add(r.id)
 
 
 def replace(
-    st: PassState, m: Model, movers: list[Replica], counting: list[Replica], why: tuple[str, str]
+    st: PassState,
+    m: Model,
+    movers: list[Replica],
+    counting: list[Replica],
+    why: tuple[StopWhy, StopWhy],
 ) -> None:
     """`movers` (already not live) are stopped at once when not serving, and otherwise only
     once enough replicas elsewhere run to cover the model's desired count. `why`: the reason
@@ -39,18 +43,10 @@ def replace(
             retire_one(st, r, m, why[1])
 
 
-def start_move(st: PassState, m: Model, r: Replica, fitted: Placement, reason: str) -> None:
+def start_move(st: PassState, m: Model, r: Replica, fitted: Placement, why: StartWhy) -> None:
     """Start `r`'s replacement on `fitted`; `r` goes once it runs (a move under way)."""
     commit(m, fitted, st.inv)
     st.ledger.retired.add(r.id)
     rid = st.ledger.new_id(m.name)
     st.ledger.moves[r.id] = rid
-    st.ledger.starts.append(
-        StartAction(
-            model=m.name,
-            profile=fitted.profile.name,
-            replica=rid,
-            shards=fitted.shards,
-            reason=reason,
-        )
-    )
+    st.ledger.start(m.name, fitted, rid, why)

@@ -6,14 +6,14 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from scheduler.core.lifecycle import renew, stall
-from scheduler.core.models import Model, ModelStatus, Replica, rfc3339
-from scheduler.core.pass_state import PassState
+from scheduler.core.models import Model, ModelStatus, Replica, StoppedReplica, rfc3339
+from scheduler.core.pass_state import PassState, StopWhy
 from scheduler.core.replacement import replace, retire_one
 
 # Why a replaced replica stops: (when it is not serving yet, once others cover for it).
-DRAIN = (
-    "its node is draining and it is not serving yet",
-    "its node is draining; replaced elsewhere",
+DRAIN: tuple[StopWhy, StopWhy] = (
+    ("draining", "its node is draining and it is not serving yet"),
+    ("draining", "its node is draining; replaced elsewhere"),
 )
 
 
@@ -57,7 +57,9 @@ def _timed_out(st: PassState, m: Model, r: Replica) -> bool:
         return False
     age = int((st.now - r.created_at).total_seconds())
     reason = f"still starting after {age}s, past its load grace of {m.load_grace_s}s"
-    retire_one(st, r, m, reason)
+    retire_one(st, r, m, ("timed_out", reason))
+    noted = StoppedReplica(replica=r.id, code="timed_out", reason=reason)
+    st.ledger.timed_out.setdefault(m.name, []).append(noted)
     st.counts.timed_out[m.name] = st.counts.timed_out.get(m.name, 0) + 1
     stall(st, m, r)
     return True
@@ -77,11 +79,17 @@ def retire_deleted(st: PassState) -> dict[str, ModelStatus]:
         due = since + grace
         if reps and st.now >= due:
             for r in reps:
-                st.ledger.stop(r.id, name, f"retired: its key was deleted at {rfc3339(since)}")
+                why = f"retired: its key was deleted at {rfc3339(since)}"
+                st.ledger.stop(r.id, name, ("retired", why))
         pending = None
         if reps and st.now < due:
             pending = f"retiring: its key was deleted; its replicas stop at {rfc3339(due)}"
-        statuses[name] = ModelStatus(desired=0, live=len(reps), pending=pending)
+        statuses[name] = ModelStatus(
+            desired=0,
+            live=len(reps),
+            pending=pending,
+            pending_code="retiring" if pending is not None else None,
+        )
     return statuses
 
 
@@ -101,7 +109,8 @@ def scale_down(st: PassState) -> None:
             reverse=True,
         )
         for r in reps[: have - want]:
-            st.ledger.stop(r.id, name, f"scale down: {have} live, {counts.wants[name].why}")
+            why = f"scale down: {have} live, {counts.wants[name].why}"
+            st.ledger.stop(r.id, name, ("scale_down", why))
 
 
 def replace_stale(st: PassState) -> None:
@@ -121,4 +130,5 @@ def replace_stale(st: PassState) -> None:
         if want > 0 and running < want:
             continue
         for r in old:
-            st.ledger.stop(r.id, m.name, f"replaced: profile {r.profile} is no longer in the model")
+            why = f"replaced: profile {r.profile} is no longer in the model"
+            st.ledger.stop(r.id, m.name, ("profile_removed", why))

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from itertools import combinations, islice
 
+from scheduler.core.codes import StopCode
 from scheduler.core.inventory import Inventory, profile_need
 from scheduler.core.models import Model, Profile, Replica
 from scheduler.core.placement import Placer
@@ -58,6 +59,20 @@ TIER_NAMES = {
     TIER_SAME_ABOVE_MIN: "same class, above its minimum, for a model below its own",
     TIER_LOWER_MIN: "lower class, at its minimum",
 }
+
+
+STOP_CODES: tuple[StopCode, ...] = (  # by tier
+    "preempted_idle",
+    "preempted_borrowed",
+    "preempted_lower_class",
+    "preempted_same_class",
+    "preempted_lower_minimum",
+)
+
+
+def stop_code(v: Victim) -> StopCode:
+    """The tier a victim gave way under, as its stop's code."""
+    return STOP_CODES[v.tier]
 
 
 def stop_reason(v: Victim, preemptor: Model) -> str:

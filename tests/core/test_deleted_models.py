@@ -28,12 +28,14 @@ def test_replicas_of_a_retired_model_stop_only_after_the_grace() -> None:
     assert early.models["gone"].pending == (
         "retiring: its key was deleted; its replicas stop at 2026-12-02T10:00:01Z"
     )
+    assert early.models["gone"].pending_code == "retiring"
     due = decide(_snapshot({"gone": NOW - timedelta(seconds=600)}))
     assert due.actions == [
         StopAction(
             replica="r-1",
             model="gone",
             reason="retired: its key was deleted at 2026-12-02T09:50:00Z",
+            code="retired",
         )
     ]
     assert (due.models["gone"].desired, due.models["gone"].pending) == (0, None)
