@@ -1,8 +1,9 @@
 """`<prefix>status/<model>` records, written only when their content changes, with CAS.
 
-{desired, live, pending, rollout, why, replicas: [{id, state, nodes, devices}], last_error,
-updated_at}, and while the model is pending `tried`: what each profile ran into (per filter, on
-how many nodes), which `llm-scheduler why` shows without deciding again.
+{desired, live, pending, pending_code, rollout, why, replicas: [{id, state, nodes, devices}],
+last_error, timed_out: [{replica, code, reason}], updated_at}, and while the model is pending
+`tried`: what each profile ran into (per filter, on how many nodes), which `llm-scheduler
+why` shows without deciding again.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ def status_record(
         "desired": status.desired if status else 0,
         "live": status.live if status else sum(1 for r in replicas if r.counts),
         "pending": status.pending if status else None,
+        # What kind of reason `pending` is (core/codes.py): what tools should key by.
+        "pending_code": status.pending_code if status else None,
         "rollout": status.rollout if status else None,
         # Which signal set the count, e.g. "3 replicas: ttft p90 840 ms > 500 ms ..."
         "why": status.why if status else None,
@@ -43,6 +46,8 @@ def status_record(
             for r in sorted(replicas, key=lambda r: r.id)
         ],
         "last_error": last_error,
+        # Replicas this pass stopped still starting past the load grace, with why.
+        "timed_out": [t.model_dump(mode="json") for t in status.timed_out] if status else [],
         # Only while pending: a placed model's record keeps its content (and is not rewritten).
         **(
             {"tried": [t.model_dump(mode="json") for t in status.tried]}

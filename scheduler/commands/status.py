@@ -86,7 +86,9 @@ def _status(as_json: bool, prefix: str | None) -> None:
             esc(name), str(r.desired), live,
             esc(", ".join(f"{n} {s}" for s, n in sorted(states.items()))),
             "; ".join(
-                [*([f"[yellow]{esc(r.pending)}[/]"] if r.pending else []),
+                [*([f"[yellow]{esc(r.pending)}[/] ({esc(r.pending_code or '')})"]
+                   if r.pending else []),
+                 *[f"[red]stopped {esc(t.replica)}[/] ({esc(t.code)})" for t in r.timed_out],
                  *([f"[cyan]{esc(r.rollout)}[/]"] if r.rollout else [])]
             ),
             f"[red]{esc(r.last_error)}[/]" if r.last_error else "",
@@ -111,6 +113,8 @@ def _why(model: str, as_json: bool, prefix: str | None) -> None:
     source = "status record"
     tried = record.tried if record else None
     pending = record.pending if record else None
+    code = record.pending_code if record else None
+    timed_out = record.timed_out if record else []
     scaling = record.why if record else None
     desired, live = (record.desired, record.live) if record else (None, None)
     starting = sum(1 for r in record.replicas if r.state == "starting") if record else 0
@@ -128,6 +132,7 @@ def _why(model: str, as_json: bool, prefix: str | None) -> None:
             )
         source = "live decision"
         tried, pending, desired, live = status.tried, status.pending, status.desired, status.live
+        code, timed_out = status.pending_code, status.timed_out
         scaling = status.why
         actions = [a for a in decision.plan.actions if a.model == model]
     trials = tried or []
@@ -136,6 +141,8 @@ def _why(model: str, as_json: bool, prefix: str | None) -> None:
         print_json(
             {
                 "model": model, "desired": desired, "live": live, "pending": pending,
+                "pending_code": code,
+                "timed_out": [t.model_dump(mode="json") for t in timed_out],
                 "state": state, "source": source, "why": scaling,
                 "tried": [t.model_dump(mode="json") for t in trials],
                 "last_error": record.last_error if record else None,
@@ -151,7 +158,9 @@ def _why(model: str, as_json: bool, prefix: str | None) -> None:
     if not pending:
         console.print(f"[green]not pending[/]: {esc(state)}", highlight=False)
     else:
-        console.print(f"[yellow]pending:[/] {esc(pending)}", highlight=False)
+        console.print(f"[yellow]pending ({esc(code or '')}):[/] {esc(pending)}", highlight=False)
+    for t in timed_out:
+        console.print(f"[red]stopped {esc(t.replica)} ({esc(t.code)}):[/] {esc(t.reason)}")
     for line in explain_trials(trials):
         console.print(f"  tried {esc(line)}", highlight=False)
     if record and record.last_error:

@@ -71,7 +71,7 @@ class DashboardObserver:
             [m.name for m in snapshot.models] + [r.model for r in snapshot.replicas]
         )
         pending = [
-            {"model": name, "class": classes.get(name), "reason": s.pending}
+            {"model": name, "class": classes.get(name), "reason": s.pending, "code": s.pending_code}
             for name, s in sorted(plan.models.items())
             if s.pending
         ]
@@ -130,6 +130,7 @@ class DashboardObserver:
                         "for": action.preempted_for,
                         "for_class": self._classes.get(action.preempted_for),
                         "reason": action.reason,
+                        "code": action.code,
                     }
                 )
 

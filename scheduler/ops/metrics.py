@@ -65,6 +65,19 @@ class MetricsObserver:
             ["op", "result"],
             registry=r,
         )
+        self.stops = Counter(
+            "llm_scheduler_stops",
+            "Replicas stopped, by the reason's code (scale_down, timed_out, preempted_..., "
+            "see docs/decision-core.md).",
+            ["code"],
+            registry=r,
+        )
+        self.pending_by_code = Gauge(
+            "llm_scheduler_models_pending_by_code",
+            "Models below their desired replicas, by the pending reason's code.",
+            ["code"],
+            registry=r,
+        )
         # What the model servers report, per model, as the core saw it.
         self.signals = Gauge(
             "llm_scheduler_model_signal",
@@ -110,6 +123,13 @@ class MetricsObserver:
             self.last_pass.set_to_current_time()
             self.models.set(len(snapshot.models))
             self.models_pending.set(sum(1 for s in plan.models.values() if s.pending))
+            by_code: dict[str, int] = {}
+            for s in plan.models.values():
+                if s.pending_code is not None:
+                    by_code[s.pending_code] = by_code.get(s.pending_code, 0) + 1
+            self.pending_by_code.clear()
+            for code, n in by_code.items():
+                self.pending_by_code.labels(code).set(n)
             if input_errors:
                 self.errors.labels("input").inc(len(input_errors))
             counts: dict[tuple[str, str], int] = {}
@@ -176,6 +196,8 @@ class MetricsObserver:
     def action_done(self, action: StartAction | StopAction, ok: bool, error: str | None) -> None:
         with self._lock:
             self.actions.labels(action.op, "ok" if ok else "error").inc()
+            if ok and isinstance(action, StopAction):
+                self.stops.labels(action.code or "unknown").inc()
             if not ok:
                 self.errors.labels(action.op).inc()
             elif isinstance(action, StopAction) and action.preempted_for:

@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from scheduler.adapters.kv_layout import KVLayout
-from scheduler.core.models import Plan, ProfileTrial
+from scheduler.core.models import Plan, ProfileTrial, StoppedReplica
 
 
 class ReplicaRecord(BaseModel):
@@ -27,12 +27,14 @@ class StatusRecord(BaseModel):
     desired: int = 0
     live: int = 0
     pending: str | None = None
+    pending_code: str | None = None  # what kind of reason `pending` is (core/codes.py)
     why: str | None = None  # which signal set the count
     replicas: list[ReplicaRecord] = Field(default_factory=list)
     last_error: str | None = None
     updated_at: str | None = None
     tried: list[ProfileTrial] | None = None
     rollout: str | None = None  # a rolling update or move under way, or a stopped roll-out
+    timed_out: list[StoppedReplica] = Field(default_factory=list)  # stopped past load grace
 
 
 @dataclass

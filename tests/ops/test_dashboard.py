@@ -65,8 +65,9 @@ def test_state_api_shows_holders_pending_and_preemptions(served: object) -> None
     assert holders == ["llama-70b"] * 4 + [None] * 4
     mig_holders = [s["holder"] for n in state["nodes"] for g in n["gpus"] for s in g["mig"] or []]
     assert mig_holders.count("tiny-1b") == 1
+    big = plan.models["big-405b"]
     assert state["pending"] == [
-        {"model": "big-405b", "class": "standard", "reason": plan.models["big-405b"].pending}
+        {"model": "big-405b", "class": "standard", "reason": big.pending, "code": big.pending_code}
     ]
     assert state["preemptions"][0]["victim"] == "tiny-1b"
     assert state["preemptions"][0]["victim_class"] == "opportunistic"

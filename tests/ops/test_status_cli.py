@@ -123,3 +123,27 @@ def test_why_says_which_signal_set_the_count(consul_kv: object) -> None:
     assert f"scaling: {why}" in out.replace("\n", " ")
     code, out = _run("why", "chat", "--json")
     assert code == 0 and json.loads(out)["why"] == why
+
+
+def test_why_and_status_show_the_codes_and_a_replica_stopped_past_its_load_grace(
+    consul_kv: object,
+) -> None:
+    put = consul_kv.kv.put  # type: ignore[attr-defined]
+    reason = "still starting after 1900s, past its load grace of 1800s"
+    record = {
+        "desired": 1, "live": 0, "pending": "held one more pass after yielding to chat",
+        "pending_code": "held", "replicas": [], "tried": [],
+        "timed_out": [{"replica": "r-9", "code": "timed_out", "reason": reason}],
+    }  # fmt: skip
+    put(PREFIX + "status/slow", json.dumps(record))
+    code, out = _run("why", "slow")
+    assert code == 0, out
+    flat = out.replace("\n", " ")
+    assert "pending (held):" in flat
+    assert f"stopped r-9 (timed_out): {reason}" in flat
+    code, out = _run("why", "slow", "--json")
+    data = json.loads(out)
+    assert data["pending_code"] == "held"
+    assert data["timed_out"] == [{"replica": "r-9", "code": "timed_out", "reason": reason}]
+    code, out = _run("status")
+    assert code == 0 and "(held)" in out and "(timed_out)" in out
