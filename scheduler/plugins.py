@@ -18,7 +18,7 @@ from scheduler.adapters.entry_points import load_group
 
 if TYPE_CHECKING:
     from scheduler.core.models import Node
-    from scheduler.core.plugins import Plugins
+    from scheduler.core.plugins import Plugins, Status
     from scheduler.demand import DemandSource
     from scheduler.demand.signals import SignalSource
     from scheduler.service.config import ServiceConfig
@@ -77,9 +77,9 @@ class _Plain(_Guarded):
         self.name = name
         self.static = static
 
-    def filter(self, ctx: Any, node: Any, choice: Any) -> str | None:
+    def filter(self, ctx: Any, node: Any, choice: Any) -> str | Status | None:
         try:
-            result: str | None = self.inner.filter(ctx, node, choice)
+            result: str | Status | None = self.inner.filter(ctx, node, choice)
         except Exception as exc:
             self._failed("plugin_filter_failed", node, exc)
             return f"filter failed: {type(exc).__name__}"

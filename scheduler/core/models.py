@@ -355,6 +355,8 @@ class ProfileTrial(Strict):
     short: dict[str, int] = Field(default_factory=dict)
     reasons: dict[str, dict[str, int]] = Field(default_factory=dict)
     note: str | None = None
+    # The filters among `short` whose "no" no preemption could change on those nodes.
+    unresolvable: list[str] = Field(default_factory=list)
 
 
 class StoppedReplica(Strict):

@@ -12,19 +12,16 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Sequence
 
-from scheduler.core.builtin_rules import builtin_dynamic_short, builtin_scores, pick_gpus
+from scheduler.core.chain import Chain
 from scheduler.core.inventory import Inventory, NodeState, profile_need
 from scheduler.core.locality import Costs, colocated
 from scheduler.core.models import Model, Node, Profile, ProfileTrial, Settings, Shard
 from scheduler.core.plugins import (
-    BUILTIN_SAID,
     Choice,
     Filter,
     PlaceContext,
     Reason,
     Scorer,
-    builtin_reason,
-    builtin_scoring,
     memory_suffices,
     model_matches,
 )
@@ -79,12 +76,8 @@ class Placer:
         self.topology_key = settings.topology_key
         self.costs = Costs(settings)
         self.static = [f for f in filters if f.static]
-        self.dynamic = [f for f in filters if not f.static]
-        # The built-in scorers are computed in line (no call into plugins.py), the others asked.
-        self._spread_weight, self._asked_scorers = builtin_scoring(scorers)
+        self.chain = Chain(filters, scorers)  # the dynamic filters and the scorers
         self.limit = max(MIN_LIMIT, math.ceil(math.log2(max(n_nodes, 2)) / 2))
-        # An extra dynamic filter: the dynamic ones run as plugins, not through the fast path.
-        self._plugin_dynamic = any(not f.static for f in extra)
         extra_static = [f for f in extra if f.static]
         self._narrow_by_id = bool(extra_static)  # else the narrowing goes by GPU kind
         # What the static filters read of a profile (profile_key) and of a node (the cache).
@@ -108,62 +101,21 @@ class Placer:
             self._kinds[key] = inv.kinds_accepted(lambda ns: verdict(m, p, ns, key).reason is None)
         return inv.candidate_nodes(ctx.profile, self._kinds.get(key))
 
-    def _why(self, ctx: PlaceContext, ns: NodeState, verdict: Verdict) -> Reason | None:
-        """Which filter says the node cannot hold one shard now, and its words (explanations
-        only: the walks ask _check_dynamic, which need not name the filter)."""
-        if verdict.reason is not None:
-            return verdict.reason
-        _, ids, kinds = verdict
-        gpus = ns.free_gpus
-        if ids is not None:
-            gpus = [g for g in gpus if g.id in ids]
-        elif kinds is not None:
-            gpus = [g for g in gpus if (g.model, g.memory_gb) in kinds]
-        if not self._plugin_dynamic:
-            text = builtin_dynamic_short(ctx.profile, ns, len(gpus))
-            # The fixed sentences' table first: no call for most nodes explained.
-            return None if text is None else BUILTIN_SAID.get(text) or builtin_reason(text)
-        choice = Choice(gpus=gpus)
-        for f in self.dynamic:
-            reason = f.filter(ctx, ns, choice)
-            if reason is not None:
-                return Reason(f.name, reason)
-        return None
-
-    def _check_dynamic(
+    def _dynamic(
         self, ctx: PlaceContext, ns: NodeState, verdict: Verdict
-    ) -> tuple[str | None, Choice | None]:
-        _, ids, kinds = verdict  # narrowed as in _why, inline: a call costs 1.6% of a pass
+    ) -> tuple[Reason | None, Choice | None]:
+        """The chain on one node whose static verdict passed, on the free GPUs the static
+        filters left: which filter says no (and why), or the devices still in the running.
+        The walks that place and the explanations ask this one function."""
+        said, ids, kinds = verdict
+        if said is not None:
+            return said, None
         gpus = ns.free_gpus
         if ids is not None:
             gpus = [g for g in gpus if g.id in ids]
         elif kinds is not None:
             gpus = [g for g in gpus if (g.model, g.memory_gb) in kinds]
-        p = ctx.profile
-        if not self._plugin_dynamic:  # the built-in filters only: ask them without a Choice
-            reason = builtin_dynamic_short(p, ns, len(gpus))
-            if reason is not None:
-                return reason, None
-            slice_ = ns.free_slices[p.mig_profile][0] if p.mig_profile is not None else None
-            return None, Choice(gpus=gpus, slice=slice_)
-        choice = Choice(gpus=gpus)
-        for f in self.dynamic:
-            reason = f.filter(ctx, ns, choice)
-            if reason is not None:
-                return reason, None
-        return None, choice
-
-    def _score(self, ctx: PlaceContext, ns: NodeState, choice: Choice) -> float:
-        p, w = ctx.profile, self._spread_weight
-        if p.mig_profile is not None:
-            assert choice.slice is not None
-            choice.picked = [choice.slice.id]
-        else:
-            choice.picked = [g.id for g in pick_gpus(choice.gpus, p.gpus)]
-        total = 0.0 if w is None else builtin_scores(p.shards, ctx.model.name, ns, choice.picked, w)
-        for s in self._asked_scorers:
-            total += s.score(ctx, ns, choice)
-        return total
+        return self.chain.check(ctx, ns, gpus)
 
     def reach(self, model: Model, inv: Inventory) -> int:
         """Healthy devices on eligible nodes that the model's first profile could ever use, by
@@ -200,7 +152,7 @@ class Placer:
                 )
             if verdict[0] is not None:
                 continue
-            _, choice = self._check_dynamic(ctx, nodes[nid], verdict)
+            _, choice = self._dynamic(ctx, nodes[nid], verdict)
             if choice is not None:
                 found.append((nid, choice))
                 if len(found) == want:
@@ -223,7 +175,7 @@ class Placer:
         if len(fits) >= profile.shards:
             scored = sorted(
                 (
-                    (-self._score(ctx, inv.nodes[nid], ch), i, nid, ch)
+                    (-self.chain.score(ctx, inv.nodes[nid], ch), i, nid, ch)
                     for i, (nid, ch) in enumerate(fits)
                 ),
                 key=lambda t: (t[0], t[1]),
@@ -282,13 +234,13 @@ class Placer:
                     ns = inv.nodes[member.node.id]
                     if by_id:
                         verdict = cache.node_verdict(ctx.model, ctx.profile, ns, vkey)
-                    seen.set(ns.node.id, self._why(ctx, ns, verdict))
+                    seen.set(ns.node.id, self._dynamic(ctx, ns, verdict)[0])
         elif seen.version != inv.version:
             for nid in sorted(inv.changed_since(seen.version)):
                 if nid in seen.reasons:  # the others failed a static filter
                     ns = inv.nodes[nid]
                     verdict = cache.node_verdict(ctx.model, ctx.profile, ns, vkey)
-                    seen.set(nid, self._why(ctx, ns, verdict))
+                    seen.set(nid, self._dynamic(ctx, ns, verdict)[0])
             seen.version = inv.version
         return {r: n for r, n in seen.counts.items() if n}
 

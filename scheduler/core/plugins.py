@@ -1,7 +1,10 @@
 """Placement plugins, in the manner of Nomad's feasibility/rank chain and the k8s framework.
 
-A filter says why a node cannot hold one shard (or None when it can); it may narrow the
-devices still in the running by assigning a new list to `choice.gpus` (never mutating it).
+A filter says why a node cannot hold one shard (or None when it can): a sentence, or a
+`Status` (its words and whether preemption could help on that node: unschedulable, or not:
+unresolvable, as kube-scheduler's Status); a plain sentence is unresolvable from a static
+filter and unschedulable from a dynamic one. It may narrow the devices still in the running
+by assigning a new list to `choice.gpus` (never mutating it).
 A filter with `static = True` reads only the node's description (`node.node`) and the
 profile, never what is free: the core runs those first, once per profile key and node shape
 in a pass (per node when an extra static filter does not declare what it reads: `Keyed`),
@@ -9,7 +12,9 @@ on the node's healthy whole GPUs, and remembers the verdict and the narrowing (a
 caches feasibility per computed node class). The others run on every visit, on the free
 GPUs that survived the static narrowing. A filter's `name` is what plans count its "no"
 under (`ProfileTrial.short`), its sentence what they say (`ProfileTrial.reasons`). A scorer
-ranks a node with its chosen devices; higher is better. Extra plugins are passed to
+ranks a node with its chosen devices; higher is better. The dynamic filters and the scorers
+form one chain per pass, built-ins first (chain.py: compiled, called natively), then the
+extra ones, each called through this protocol. Extra plugins are passed to
 `decide(snapshot, plugins)`; loading them from entry points is an adapter's job, never the
 core's.
 """
@@ -20,19 +25,6 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol, runtime_checkable
 
-# The built-in rules themselves are compiled with the core (builtin_rules.py); the built-in
-# plugin classes below call them.
-from scheduler.core.builtin_rules import (
-    CPU_SHORT,
-    GPUS_SHORT,
-    MEMORY_SHORT,
-    bin_packing,
-    count_short,
-    nvlink_locality,
-    resources_short,
-    slice_short,
-    spread,
-)
 from scheduler.core.inventory import NodeState
 from scheduler.core.models import GPU, MigSlice, Model, Node, Profile
 
@@ -54,10 +46,34 @@ class Choice:
 
 class Reason(NamedTuple):
     """Which filter said no (its `name`) and in which words: a dynamic filter may say
-    different ones on different nodes ("no free 1g.10gb slice", "no free 3g.40gb slice")."""
+    different ones on different nodes ("no free 1g.10gb slice", "no free 3g.40gb slice").
+    `unresolvable`: no preemption could change it on that node (else it is unschedulable:
+    room that preemption frees could help), as kube-scheduler's Status codes say."""
 
     filter: str
     text: str
+    unresolvable: bool = False
+
+
+class Status(NamedTuple):
+    """What a filter may answer instead of a plain sentence: its words, and whether
+    preemption could help on the node (False: unschedulable) or not (True: unresolvable).
+    A plain sentence is taken as unresolvable from a static filter, unschedulable from a
+    dynamic one."""
+
+    text: str
+    unresolvable: bool = False
+
+
+def reason_of(name: str, answer: object, static: bool) -> Reason | None:
+    """A filter's answer as a Reason. A Status says itself whether preemption could help;
+    a plain sentence (the older contract) is unresolvable from a static filter (it reads
+    only what no preemption changes) and unschedulable from a dynamic one."""
+    if answer is None:
+        return None
+    if isinstance(answer, Status):
+        return Reason(name, answer.text, answer.unresolvable)
+    return Reason(name, str(answer), static)
 
 
 class Filter(Protocol):
@@ -71,7 +87,7 @@ class Filter(Protocol):
     name: str
     static: bool
 
-    def filter(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> str | None: ...
+    def filter(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> str | Status | None: ...
 
 
 @runtime_checkable
@@ -171,51 +187,10 @@ class GPUMemory:
         return None
 
 
-# ---------------------------------------------------------------- dynamic filters
-
-
-class NodeResources:
-    name = "node-resources"
-    static = False
-
-    def filter(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> str | None:
-        return resources_short(ctx.profile, node)
-
-
-class MigProfile:
-    name = "mig-profile"
-    static = False
-
-    def filter(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> str | None:
-        reason = slice_short(ctx.profile, node)
-        if reason is None and ctx.profile.mig_profile is not None:
-            choice.slice = node.free_slices[ctx.profile.mig_profile][0]
-        return reason
-
-
-class GPUCount:
-    name = "gpu-count"
-    static = False
-
-    def filter(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> str | None:
-        return count_short(ctx.profile, len(choice.gpus))
-
-
-def builtin_reason(text: str) -> Reason:
-    """Which built-in dynamic filter said `text` (builtin_dynamic_short's answer): for
-    explanations, which count by filter; the placement walks need only a yes or no."""
-    return BUILTIN_SAID.get(text) or Reason(MigProfile.name, text)  # the one naming a slice
-
-
-# The built-in dynamic filters' fixed sentences with their names.
-BUILTIN_SAID = {
-    CPU_SHORT: Reason(NodeResources.name, CPU_SHORT),
-    MEMORY_SHORT: Reason(NodeResources.name, MEMORY_SHORT),
-    GPUS_SHORT: Reason(GPUCount.name, GPUS_SHORT),
-}
-
-
 def default_filters() -> list[Filter]:
+    """The built-in filters, static ones first; the dynamic ones are compiled (chain.py)."""
+    from scheduler.core.chain import GPUCount, MigProfile, NodeResources
+
     return [
         NodeEligible(),
         DeviceHealth(),
@@ -227,48 +202,8 @@ def default_filters() -> list[Filter]:
     ]
 
 
-# ---------------------------------------------------------------- scorers
-
-
-class BinPacking:
-    """Fill nodes already in use before empty ones: keeps whole nodes free for big shards.
-    Not for multi-node replicas, which take the roomiest nodes (see candidate_nodes)."""
-
-    name = "bin-packing"
-
-    def score(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> float:
-        return bin_packing(ctx.profile.shards, node, choice.picked)
-
-
-class NVLinkLocality:
-    name = "nvlink-locality"
-
-    def score(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> float:
-        return nvlink_locality(node, choice.picked)
-
-
-class SpreadReplicas:
-    """One replica of a model per node where possible, so one node's loss costs one replica.
-    Weighed below bin-packing: it breaks ties between equally full nodes, it does not leave
-    holes that a larger model would have needed."""
-
-    name = "spread"
-    weight = 0.1
-
-    def score(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> float:
-        return spread(ctx.model.name, node, self.weight)
-
-
 def default_scorers() -> list[Scorer]:
+    """The built-in scorers, compiled (chain.py): bin-packing, NVLink locality, spread."""
+    from scheduler.core.chain import BinPacking, NVLinkLocality, SpreadReplicas
+
     return [BinPacking(), NVLinkLocality(), SpreadReplicas()]
-
-
-def builtin_scoring(scorers: list[Scorer]) -> tuple[float | None, list[Scorer]]:
-    """When `scorers` start with the built-in ones as default_scorers() makes them: the spread
-    weight, for the placer to compute those three in line (builtin_rules.builtin_scores), and
-    the scorers it still asks. Else None, and all of them."""
-    first = scorers[:3]
-    if [type(s) for s in first] != [BinPacking, NVLinkLocality, SpreadReplicas]:
-        return None, scorers
-    assert isinstance(first[2], SpreadReplicas)
-    return first[2].weight, scorers[3:]

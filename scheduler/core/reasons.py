@@ -45,9 +45,14 @@ def explained(profile: Profile, n_fits: int, counts: dict[Reason, int]) -> tuple
     short: dict[str, int] = {}
     reasons: dict[str, dict[str, int]] = {}
     texts: dict[str, int] = {}
-    for (name, text), n in sorted(counts.items()):
+    unresolvable: set[str] = set()
+    for (name, text, never), n in sorted(counts.items()):
+        if never:
+            unresolvable.add(name)
         short[name] = short.get(name, 0) + n
         reasons.setdefault(name, {})[text] = n
         texts[text] = texts.get(text, 0) + n
-    trial = ProfileTrial(profile=profile.name, short=short, reasons=reasons)
+    trial = ProfileTrial(
+        profile=profile.name, short=short, reasons=reasons, unresolvable=sorted(unresolvable)
+    )
     return trial, sentence(profile, n_fits, texts)

@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 from scheduler.core.inventory import Inventory, NodeState
 from scheduler.core.models import Model, Node, Profile
-from scheduler.core.plugins import Choice, Filter, Keyed, PlaceContext, Reason
+from scheduler.core.plugins import Choice, Filter, Keyed, PlaceContext, Reason, reason_of
 
 
 class Verdict(NamedTuple):
@@ -170,9 +170,9 @@ class StaticRun:
         whole = [g for g in ns.node.gpus if g.mig is None and g.healthy]
         choice = Choice(gpus=whole)
         for f in self.static:
-            reason = f.filter(ctx, ns, choice)
-            if reason is not None:
-                return Verdict(Reason(f.name, reason))
+            said = reason_of(f.name, f.filter(ctx, ns, choice), static=True)
+            if said is not None:
+                return Verdict(said)
         if len(choice.gpus) == len(whole):
             return Verdict(None)  # all of them
         # The built-in filters keep or drop every GPU of one (model, memory) alike, so the kinds

@@ -1,11 +1,12 @@
-"""The built-in fast path and the plugin path place alike, filters and scorers.
+"""The chain places alike whether a filter or scorer is called natively or through the
+plugin protocol, and whatever plugins are registered beside the built-ins.
 
-With no extra filter the core asks the built-in filters through a fast path: static verdicts
-per profile and node shape, the dynamic ones without a Choice. An extra static filter that
-does not declare what it reads makes the static verdicts per node; one that does (`Keyed`)
-keeps them per shape, its key added; an extra dynamic filter runs the built-in dynamic ones
-as plugins. Extra filters that never say no must not change a single byte of the plan, and
-a declared filter must place exactly as the same filter undeclared.
+Static verdicts are kept per profile and node shape. An extra static filter that does not
+declare what it reads makes them per node; one that does (`Keyed`) keeps them per shape, its
+key added. The dynamic filters and scorers are one chain (chain.py), built-ins first: a
+registered dynamic filter makes every visit walk with a Choice. Extra filters that never say
+no must not change a single byte of the plan, and a declared filter must place exactly as
+the same filter undeclared.
 """
 
 from __future__ import annotations
@@ -16,21 +17,18 @@ from hypothesis import HealthCheck, given, settings
 
 from bench.filter_verdicts import DeclaredZoneRule, ZoneRule
 from bench.fleetgen import steady_snapshot
+from scheduler.core.chain import Chain, PluginFilter, PluginScorer
 from scheduler.core.decide import decide
 from scheduler.core.inventory import Inventory, NodeState
 from scheduler.core.models import Node, Plan, Snapshot
 from scheduler.core.placement import Placer, commit
 from scheduler.core.plugins import (
-    BinPacking,
     Choice,
     Filter,
     Keyed,
-    NVLinkLocality,
     PlaceContext,
     Plugins,
     Scorer,
-    SpreadReplicas,
-    builtin_scoring,
     default_filters,
     default_scorers,
 )
@@ -220,20 +218,34 @@ def test_generated_scenarios_place_alike_with_the_filter_declared_or_not(scn: Sc
         )
 
 
-class BinPackingAsked(BinPacking):
-    """The built-in scorer, not recognised as it: the placer asks it as a third party's."""
+class Asked:
+    """A built-in filter or scorer behind the plugin protocol: not native to the chain."""
+
+    def __init__(self, inner: Filter | Scorer) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.static = getattr(inner, "static", False)
+
+    def filter(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> object:
+        return self.inner.filter(ctx, node, choice)  # type: ignore[union-attr]
+
+    def score(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> float:
+        return self.inner.score(ctx, node, choice)  # type: ignore[union-attr]
 
 
-def test_the_built_in_scorers_place_alike_in_line_and_asked() -> None:
-    """The placer computes the built-in scorers in line (builtin_rules.builtin_scores) when
-    they come first as default_scorers() makes them; asked one by one they place the same."""
+def test_the_built_ins_place_alike_natively_and_asked_as_plugins() -> None:
+    """The chain calls the built-in filters and scorers natively; asked one by one through
+    the plugin protocol, as a third party's, they place the same."""
     for nodes, seed in ((60, 0), (200, 1)):
         snap = steady_snapshot(nodes, seed=seed)
-        scorers: list[Scorer] = [BinPackingAsked(), NVLinkLocality(), SpreadReplicas()]
+        filters: list[Filter] = [f if f.static else Asked(f) for f in default_filters()]
+        scorers: list[Scorer] = [Asked(s) for s in default_scorers()]
         in_line = Placer(default_filters(), default_scorers(), len(snap.nodes))
-        asked = Placer(default_filters(), scorers, len(snap.nodes))
-        assert builtin_scoring(default_scorers())[0] is not None
-        assert builtin_scoring(scorers) == (None, scorers)
+        asked = Placer(filters, scorers, len(snap.nodes))
+        chain = Chain(filters, scorers)
+        assert all(isinstance(f, PluginFilter) for f in chain.filters)
+        assert all(isinstance(s, PluginScorer) for s in chain.scorers)
+        assert not any(isinstance(f, PluginFilter) for f in in_line.chain.filters)
         inv_a, inv_b = Inventory.build(snap), Inventory.build(snap)
         placed = 0
         for m in snap.models:
