@@ -31,7 +31,8 @@ from scheduler.core.plugins import Choice, Filter, PlaceContext, Reason, Scorer,
 
 class NativeFilter:
     """A dynamic filter the chain calls natively: `check` says why the node cannot hold one
-    shard now (a Reason), or None. `usable`: how many free GPUs survived the narrowing."""
+    shard now (a Reason), or None. `usable`: how many free GPUs survived the narrowing. This
+    base refuses nothing; each built-in says what it checks."""
 
     name = ""
     static = False
@@ -39,7 +40,7 @@ class NativeFilter:
     def check(
         self, ctx: PlaceContext, ns: NodeState, choice: Choice | None, usable: int
     ) -> Reason | None:
-        raise NotImplementedError
+        return None
 
     def filter(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> str | None:
         """The plugin protocol (plugins.Filter), for whoever asks it as one."""
@@ -121,12 +122,12 @@ class PluginFilter(NativeFilter):
 
 
 class NativeScorer:
-    """A scorer the chain calls natively (higher is better)."""
+    """A scorer the chain calls natively (higher is better). This base prefers no node."""
 
     name = ""
 
     def rank(self, ctx: PlaceContext, ns: NodeState, choice: Choice) -> float:
-        raise NotImplementedError
+        return 0.0
 
     def score(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> float:
         """The plugin protocol (plugins.Scorer), for whoever asks it as one."""

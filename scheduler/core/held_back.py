@@ -9,8 +9,8 @@ It is worked out only for a model that found no room and no victims, and lazily:
 every model places pays nothing; otherwise one look at each live replica's age per pass, then
 per such model one placement trial while replicas are preempted for others, and at most
 _TRIES trials on nodes where young replicas run. Only the plain case is claimed: victims of a
-lower class and no other owner's guarantee in the way (a victim search with min_lifetime_s 0,
-a second VictimPool, cost a fifth of a pass at 1,000 nodes).
+lower class and no other owner's guarantee in the way (a second victim search with
+min_lifetime_s 0, a second VictimPool, would cost as much as the preemption itself).
 """
 
 from __future__ import annotations

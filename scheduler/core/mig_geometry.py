@@ -56,11 +56,6 @@ class MigProfile:
     def media_extensions(self) -> bool:
         return self.name.endswith("+me")
 
-    @property
-    def memory_gb_label(self) -> int:
-        """The rounded memory in the profile's name: 40 for `3g.40gb`."""
-        return int(self.name.split(".", 1)[1].split("gb", 1)[0])
-
 
 @dataclass(frozen=True)
 class GpuGeometry:

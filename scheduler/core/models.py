@@ -190,8 +190,8 @@ class Model(Record):
     @model_validator(mode="before")
     @classmethod
     def _replaced_fields(cls, data: object) -> object:
-        # `params` went verbatim into a shell command line; say what replaced it. Snapshots
-        # written before carry the old defaults (params {}, runtime "vllm"): those still load.
+        # A catalog with the removed `params` is told what replaced it (`serve`); snapshots
+        # carrying its old defaults (params {}, runtime "vllm") still load.
         if isinstance(data, dict):
             if data.get("params") == {} or data.get("runtime") == "vllm":
                 data = {k: v for k, v in data.items() if (k, v) not in OLD_DEFAULTS}

@@ -77,7 +77,7 @@ def _count(ask: Ask) -> int:
 @lru_cache(maxsize=1024)
 def _g(target: float) -> str:
     """A catalog's target as its text (`:g`): the same few values, for every model every pass,
-    and formatting a float is about 2,000 instructions compiled."""
+    and formatting a float is far dearer than looking its text up."""
     return f"{target:g}"
 
 
