@@ -86,7 +86,8 @@ def _status(as_json: bool, prefix: str | None) -> None:
             esc(name), str(r.desired), live,
             esc(", ".join(f"{n} {s}" for s, n in sorted(states.items()))),
             "; ".join(
-                [*([f"[yellow]{esc(r.pending)}[/] ({esc(r.pending_code or '')})"]
+                [*([f"[yellow]{esc(r.pending)}[/]"
+                    + (f" ({esc(r.pending_code)})" if r.pending_code else "")]
                    if r.pending else []),
                  *[f"[red]stopped {esc(t.replica)}[/] ({esc(t.code)})" for t in r.timed_out],
                  *([f"[cyan]{esc(r.rollout)}[/]"] if r.rollout else [])]
@@ -158,7 +159,8 @@ def _why(model: str, as_json: bool, prefix: str | None) -> None:
     if not pending:
         console.print(f"[green]not pending[/]: {esc(state)}", highlight=False)
     else:
-        console.print(f"[yellow]pending ({esc(code or '')}):[/] {esc(pending)}", highlight=False)
+        label = f"pending ({esc(code)})" if code else "pending"
+        console.print(f"[yellow]{label}:[/] {esc(pending)}", highlight=False)
     for t in timed_out:
         console.print(f"[red]stopped {esc(t.replica)} ({esc(t.code)}):[/] {esc(t.reason)}")
     for line in explain_trials(trials):
