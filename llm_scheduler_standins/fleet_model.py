@@ -39,6 +39,32 @@ class GPU(_Fleet):
     mig: list[MigSlice] | None = None
 
 
+class HostVolume(_Fleet):
+    """A client's `host_volume` (static: `id` empty) or a dynamic host volume (its UUID)."""
+
+    path: str
+    read_only: bool = False
+    id: str = ""
+
+
+class CachedWeights(_Fleet):
+    """One complete snapshot in a node's stand-in model cache (the Hugging Face hub layout)."""
+
+    source: str  # the repository, org/name
+    revision: str = "main"
+    commit: Annotated[str, Field(pattern=r"^[0-9a-f]{40}$")] = "0" * 40
+    bytes: Annotated[int, Field(ge=0, le=10**15)]
+    last_used: Annotated[float, Field(ge=0, le=7_258_118_400)] = 0.0
+
+
+class ModelCache(_Fleet):
+    """What the node's model-cache host volume holds, and its room."""
+
+    volume: str = "llm-model-cache"  # the host volume it lives on
+    free_bytes: Annotated[int, Field(ge=0, le=10**15)] = 2 * 10**12
+    weights: list[CachedWeights] = Field(default_factory=list)
+
+
 class Node(_Fleet):
     id: str
     name: str
@@ -49,6 +75,8 @@ class Node(_Fleet):
     memory_gb: Amount
     gpus: list[GPU] = Field(default_factory=list)
     meta: dict[str, str] = Field(default_factory=dict)  # the client's `meta` block
+    host_volumes: dict[str, HostVolume] = Field(default_factory=dict)  # name -> volume
+    model_cache: ModelCache | None = None  # None: no stand-in cache on this node
 
     @model_validator(mode="after")
     def _device_ids_once(self) -> Node:

@@ -32,6 +32,7 @@ from llm_scheduler_standins.nomad.hcl_values import (
     locals_from,
     variables_from,
 )
+from llm_scheduler_standins.nomad.hcl_volumes import volumes_json
 from llm_scheduler_standins.nomad.jobs import JobDecodeError
 from llm_scheduler_standins.nomad.jobs import canonicalize as canonicalize_job
 
@@ -117,7 +118,7 @@ def _group(label: str | None, raw: dict[str, Any], where: str, scope: Scope) -> 
         ),
         "Meta": b.map("meta"),
         "ShutdownDelay": b.duration("shutdown_delay"),
-        "Volumes": None,
+        "Volumes": volumes_json(b),
         "Migrate": None,
         "Scaling": None,
     }

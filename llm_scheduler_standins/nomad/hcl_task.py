@@ -18,6 +18,7 @@ from llm_scheduler_standins.nomad.hcl_values import (
     HclError,
     Scope,
 )
+from llm_scheduler_standins.nomad.hcl_volumes import volume_mounts_json
 
 
 def device_json(label: str | None, raw: dict[str, Any], where: str, scope: Scope) -> dict[str, Any]:
@@ -194,6 +195,6 @@ def task_json(label: str | None, raw: dict[str, Any], where: str, scope: Scope) 
         "Leader": bool(b.flag("leader", False)),
         "Kind": b.text("kind", "") or "",
         "Vault": None,
-        "VolumeMounts": None,
+        "VolumeMounts": volume_mounts_json(b),
         "DispatchPayload": None,
     }

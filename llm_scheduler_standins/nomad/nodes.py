@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from llm_scheduler_standins.fleet_model import Node
+from llm_scheduler_standins.fleet_model import HostVolume, ModelCache, Node
 from llm_scheduler_standins.nomad.fingerprint import (
     DeviceGroup,
     device_groups,
@@ -89,6 +89,26 @@ class NodeRecord:
         # The client's `meta { rack = "r1" }` (client config), as Node.Meta carries it.
         meta.update(self.node.meta)
         return meta
+
+
+def host_volumes(node: Node) -> dict[str, HostVolume]:
+    # A test may hand in the scheduler's own nodes as a fleet: those have no volumes.
+    return getattr(node, "host_volumes", None) or {}
+
+
+def model_cache(node: Node) -> ModelCache | None:
+    return getattr(node, "model_cache", None)
+
+
+def host_volumes_json(node: Node) -> dict[str, Any] | None:
+    """Node.HostVolumes as GET /v1/node/:id shows it (structs.ClientHostVolumeConfig)."""
+    volumes = host_volumes(node)
+    if not volumes:
+        return None
+    return {
+        name: {"Name": name, "Path": v.path, "ReadOnly": v.read_only, "ID": v.id}
+        for name, v in sorted(volumes.items())
+    }
 
 
 def node_resources(record: NodeRecord) -> dict[str, Any]:
@@ -220,7 +240,7 @@ def node_full(record: NodeRecord) -> dict[str, Any]:
             }
         ],
         "HTTPAddr": f"{record.address}:4646",
-        "HostVolumes": None,
+        "HostVolumes": host_volumes_json(node),
         "HostNetworks": None,
         "ID": node.id,
         "LastDrain": record.last_drain,

@@ -1,8 +1,9 @@
 """A small Nomad-like placement for one task group allocation: feasibility, then ranking.
 
 Feasibility (counted in ConstraintFiltered): node status and eligibility, datacenter, node
-pool, job/group/task constraints on node variables, then `device` requests against healthy
-instances regardless of use ("missing devices"). Ranking (DimensionExhausted): CPU, cores,
+pool, job/group/task constraints on node variables, the group's host volumes ("missing
+compatible host volumes", Nomad's HostVolumeChecker), then `device` requests against
+healthy instances regardless of use ("missing devices"). Ranking (DimensionExhausted): CPU, cores,
 memory, reserved ports and free device instances ("devices: no devices match request").
 A device request is met from one group; instances are exclusive; the pick among free ones is
 random, as it is in Nomad.
@@ -25,8 +26,10 @@ from llm_scheduler_standins.nomad.device_matching import (
     instance_allowed,
 )
 from llm_scheduler_standins.nomad.fingerprint import DeviceGroup
+from llm_scheduler_standins.nomad.nodes import host_volumes
 
 MISSING_DEVICES = "missing devices"
+MISSING_HOST_VOLUMES = "missing compatible host volumes"
 NO_DEVICES_MATCH = "devices: no devices match request"
 ZERO_DEVICES = "devices: invalid request of zero devices"
 PORT_RANGE = (20000, 32000)
@@ -142,6 +145,20 @@ def _constraints_of(job: dict[str, Any], group: dict[str, Any]) -> list[dict[str
     return found
 
 
+def _has_host_volumes(node: Node, group: dict[str, Any]) -> bool:
+    """Nomad's rule: every host volume the group asks for is on the node by its source name,
+    and a read-only volume takes read-only requests only. (per_alloc, which appends the
+    allocation's index to the source, is not modelled: the plain source is looked up.)"""
+    offered = host_volumes(node)
+    for request in (group.get("Volumes") or {}).values():
+        if request.get("Type") != "host":
+            continue
+        volume = offered.get(request.get("Source") or "")
+        if volume is None or (volume.read_only and not request.get("ReadOnly")):
+            return False
+    return True
+
+
 def _node_feasible(
     view: NodeView, job: dict[str, Any], group: dict[str, Any], metrics: Metrics
 ) -> bool:
@@ -160,6 +177,9 @@ def _node_feasible(
         if not satisfies(view.resolve(c.get("LTarget", "")), operand, c.get("RTarget") or ""):
             metrics.filtered(constraint_text(c))
             return False
+    if not _has_host_volumes(view.node, group):
+        metrics.filtered(MISSING_HOST_VOLUMES)
+        return False
     for task in group.get("Tasks") or []:
         for request in task["Resources"].get("Devices") or []:
             healthy_enough = any(

@@ -14,6 +14,7 @@ from starlette.routing import Route
 
 from llm_scheduler_standins.faults import FaultMiddleware, Faults
 from llm_scheduler_standins.fleet_model import Node
+from llm_scheduler_standins.model_cache import StandinCaches, WeightsTiming
 from llm_scheduler_standins.nomad import agent_routes, alloc_routes, job_routes, node_routes
 from llm_scheduler_standins.nomad.acl import NomadACL
 from llm_scheduler_standins.nomad.events import HEARTBEAT_S
@@ -54,6 +55,7 @@ class NomadStandin:
         health_time_scale: float = 0.0,
         initial_check: CheckStatus = "passing",
         model_servers: ModelServers | None = None,
+        weights: WeightsTiming | None = None,
     ) -> None:
         """`load_delay_s`: how long allocations stay pending; `stop_delay_s`: how long a
         stopped running allocation keeps ClientStatus running (0: complete at once);
@@ -62,7 +64,9 @@ class NomadStandin:
         `short_devices`: place with fewer device instances than asked when a wished one is
         busy, as Nomad 1.9.0 to 1.11.0 did; `health_time_scale`: > 0 runs allocation health
         and deployments (healthy and progress deadlines) on Nomad's clock times this factor,
-        0 makes running allocations healthy at once; `initial_check`: a new check's status."""
+        0 makes running allocations healthy at once; `initial_check`: a new check's status;
+        `weights`: the nodes' model caches (the fleet's `model_cache`) decide how much longer
+        an allocation stays pending, downloading or loading its weights at these rates."""
         self.cluster = Cluster(
             fleet,
             registry=registry,
@@ -75,6 +79,7 @@ class NomadStandin:
             health_time_scale=health_time_scale,
             initial_check=initial_check,
             model_servers=model_servers,
+            caches=StandinCaches(fleet, weights) if weights is not None else None,
         )
         self.region = region
         self.datacenter = datacenter

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from llm_scheduler_standins.fleet_model import Node
+from llm_scheduler_standins.model_cache import StandinCaches, model_source
 from llm_scheduler_standins.nomad import (
     alloc_store,
     drain,
@@ -63,6 +64,7 @@ class Cluster:
         health_time_scale: float = 0.0,
         initial_check: CheckStatus = "passing",
         model_servers: ModelServers | None = None,
+        caches: StandinCaches | None = None,
         eval_gc_threshold_s: float = gc.EVAL_GC_THRESHOLD_S,
         eval_gc_interval_s: float = gc.EVAL_GC_INTERVAL_S,
     ) -> None:
@@ -109,6 +111,16 @@ class Cluster:
         self._closed = False
         # A stand-in model server for each running allocation that serves HTTP.
         self.model_servers = model_servers
+        # The nodes' model caches: with them, an allocation stays pending while its weights
+        # download (cold) or load (warm), after load_delay_s.
+        self.caches = caches
+
+    def _start_delay_s(self, alloc_id: str) -> float:
+        alloc = self._allocs.get(alloc_id)
+        if self.caches is None or alloc is None:
+            return self.load_delay_s
+        source = model_source(alloc["Job"], alloc["TaskGroup"])
+        return self.load_delay_s + self.caches.start(alloc["NodeID"], source)
 
     # ------------------------------------------------------------ index
 
@@ -144,7 +156,7 @@ class Cluster:
             for instance in effects.register:
                 self.registry.register_service(instance)
         later: list[tuple[str, float, Callable[[str], None]]] = [
-            (a, self.load_delay_s, self._start_alloc) for a in effects.start_later
+            (a, self._start_delay_s(a), self._start_alloc) for a in effects.start_later
         ]
         later += [(a, self.stop_delay_s, self._finish_stopped) for a in effects.finish_later]
         later += [(f"drain:{n}", d, self._drain_deadline) for n, d in effects.drain_deadlines]
