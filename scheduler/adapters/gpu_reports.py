@@ -10,11 +10,12 @@ A malformed record is a warning naming the key and field, never an exception.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from pydantic import ValidationError
 
+from scheduler.adapters.cache_reports import node_cache
 from scheduler.adapters.kv_layout import KVLayout
 from scheduler.core.models import GPU, Node
 from scheduler.reporter.record import GpuReport, NodeGpuReport, normalize_pci_bus_id
@@ -215,14 +216,16 @@ def apply_reports(
     ecc_threshold: int = 0,
     ignore_xids: frozenset[int] = APPLICATION_XIDS,
     layout: KVLayout = KVLayout(),
+    sources: Collection[str] = (),
 ) -> tuple[list[Node], list[str]]:
     """Nodes with health and NVLink peers from the reports, and warning lines.
 
     `records` maps Nomad node id -> the raw value of `<prefix>nodes/<id>/gpus`. A GPU with
     XID critical errors (other than `ignore_xids`, by default the application-caused ones),
     uncorrected volatile ECC errors above `ecc_threshold`, or that NVML reports lost becomes
-    healthy=False, and so do its MIG slices. Nodes without a record
-    are returned as they are.
+    healthy=False, and so do its MIG slices. The record's model cache becomes the node's
+    cache facts (snapshots of the repositories in `sources`, the catalog's serve.source);
+    a bad cache part leaves the node cold. Nodes without a record are returned as they are.
     """
     warnings: list[str] = []
     out: list[Node] = []
@@ -238,8 +241,9 @@ def apply_reports(
             out.append(node)
             continue
         updated, node_warnings = _apply_node(node, parsed, ecc_threshold, ignore_xids, key)
+        updated, cache_warnings = node_cache(updated, parsed.cache, key, sources)
         out.append(updated)
-        warnings.extend(node_warnings)
+        warnings.extend(node_warnings + cache_warnings)
     for node_id in sorted(set(records) - known):
         warnings.append(
             f"GPU report {layout.node_gpus_key(node_id)} is for a node Nomad does not list; ignored"

@@ -126,6 +126,19 @@ def node_from_nomad(body: dict[str, Any]) -> Node:
         gpus=gpus_from_devices(res.get("Devices")),
         # Node.Meta: a flat map of strings (GET /v1/node/:node_id): rack, zone, ...
         meta={str(k): str(v) for k, v in (body.get("Meta") or {}).items()},
+        host_volumes=writable_host_volumes(body.get("HostVolumes")),
+    )
+
+
+def writable_host_volumes(volumes: Any) -> list[str]:
+    """Node.HostVolumes (name -> {Name, Path, ReadOnly, ID}) a replica may mount writable:
+    Nomad refuses a read-write request for a read-only volume, so those are left out."""
+    if not isinstance(volumes, dict):
+        return []
+    return sorted(
+        str(name)
+        for name, volume in volumes.items()
+        if isinstance(volume, dict) and not volume.get("ReadOnly")
     )
 
 

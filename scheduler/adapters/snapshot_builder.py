@@ -276,7 +276,10 @@ class SnapshotBuilder:
             cat, models = kv.catalog, kv.models
             demand = self.demand_source.read([m.name for m in models], cat.demand, now)
             nodes, warnings = apply_reports(
-                nodes, records_from_kv(entries, self.layout), layout=self.layout
+                nodes,
+                records_from_kv(entries, self.layout),
+                layout=self.layout,
+                sources={m.serve.source for m in models if m.serve is not None},
             )
             warn_unknown_gpu_models(cat, models, nodes, self.layout)
         except (NomadError, ConsulError, DemandError) as exc:

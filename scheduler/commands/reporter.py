@@ -9,8 +9,13 @@ found through CONSUL_HTTP_ADDR / CONSUL_HTTP_TOKEN, or --consul-addr.
 from __future__ import annotations
 
 import os
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
+
+if TYPE_CHECKING:
+    from scheduler.reporter.cache_scan import CacheScanner
 
 NODE_ID_ENV = ("LLM_SCHEDULER_NODE_ID", "NOMAD_NODE_ID")
 FAKE_FLEETS = ("h100", "h200", "a100", "a100-mig", "failing", "missing")
@@ -67,9 +72,21 @@ def register(app: typer.Typer) -> None:
         fake: str | None = typer.Option(
             None, "--fake-nvml", hidden=True, help="use a fake GPU fleet"
         ),
+        model_cache: Path | None = typer.Option(
+            None,
+            "--model-cache",
+            help="the model-cache volume as mounted here (the runtimes' HF_HOME): its complete "
+            "snapshots and free bytes are reported next to the GPUs",
+        ),
+        model_cache_volume: str = typer.Option(
+            "llm-model-cache", "--model-cache-volume", help="the Nomad host volume's name"
+        ),
     ) -> None:
         """Read this node's GPUs through NVML every few seconds and keep them in Consul KV."""
-        run(node_id, interval, ttl, refresh, prefix, consul_addr, once, fake)
+        from scheduler.reporter.cache_scan import CacheScanner
+
+        cache = CacheScanner(model_cache, model_cache_volume) if model_cache else None
+        run(node_id, interval, ttl, refresh, prefix, consul_addr, once, fake, cache)
 
 
 def _node_or_exit(
@@ -107,6 +124,7 @@ def run(
     consul_addr: str | None,
     once: bool,
     fake: str | None,
+    cache: CacheScanner | None = None,
 ) -> None:
     """Read this node's GPUs through NVML every few seconds and keep them in Consul KV."""
     import signal
@@ -115,7 +133,7 @@ def run(
 
     from scheduler.adapters.kv_layout import KVLayout
     from scheduler.reporter.probe import NvmlProbe, NvmlUnavailable
-    from scheduler.reporter.writer import ReportWriter, run_reporter
+    from scheduler.reporter.writer import ReportWriter, run_reporter, with_cache
 
     node = _node_or_exit(node_id, interval, ttl, once, fake)
     probe = NvmlProbe(
@@ -130,7 +148,7 @@ def run(
         raise typer.Exit(1) from None
     if once:
         try:
-            typer.echo(probe.read().model_dump_json(indent=2))
+            typer.echo(with_cache(probe.read(), cache).model_dump_json(indent=2))
         finally:
             probe.close()
         return
@@ -150,5 +168,5 @@ def run(
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: stop.set())
     _say(f"writing {key} every {interval:g}s (session ttl {ttl}s)")
-    run_reporter(probe, writer, interval_s=interval, stop=stop, log=_say)
+    run_reporter(probe, writer, interval_s=interval, stop=stop, log=_say, cache=cache)
     _say("stopped; session destroyed, record removed")

@@ -4,7 +4,7 @@ Pydantic dataclasses, frozen and with slots (contract_base.Record: the pass read
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 from pydantic.dataclasses import dataclass
@@ -31,6 +31,32 @@ class GPU(Record):
     mig: list[MigSlice] | None = None
 
 
+# Bytes on one node's disk: up to a petabyte.
+Bytes = Annotated[int, Field(ge=0, le=10**15, strict=True)]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, config=LENIENT_RECORD)
+class CachedSnapshot(Record):
+    """A complete repository snapshot in the node's model cache (Hugging Face hub layout)."""
+
+    source: str  # the repository, as a model's serve.source names it
+    commit: Annotated[str, Field(pattern=r"^[0-9a-f]{40}$")]
+    revisions: list[str] = Field(default_factory=list)  # the refs that point at it
+    bytes: Bytes = 0
+    # The safetensors index's metadata.total_size, when the snapshot has one.
+    weights_bytes: Bytes | None = None
+    last_used: Timestamp | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, config=LENIENT_RECORD)
+class NodeCache(Record):
+    """What the node's model-cache host volume holds, from its reporter."""
+
+    volume: str
+    free_bytes: Bytes | None = None
+    snapshots: list[CachedSnapshot] = Field(default_factory=list)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True, config=LENIENT_RECORD)
 class Node(Record):
     id: str
@@ -53,6 +79,10 @@ class Node(Record):
     draining: bool = False
     # The Nomad node's Meta: the topology group of settings.topology_key is read from it.
     meta: dict[str, str] = Field(default_factory=dict)
+    # The names of the host volumes the Nomad node advertises (Node.HostVolumes).
+    host_volumes: list[str] = Field(default_factory=list)
+    # Its model cache as last reported; None: cold (no volume, no report, or a bad one).
+    cache: NodeCache | None = None
 
     @model_validator(mode="after")
     def _unique_device_ids(self) -> Node:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from scheduler.core.contract_base import Timestamp
 
@@ -73,6 +73,9 @@ class NodeGpuReport(_Record):
     driver_version: str | None = None
     gpus: list[GpuReport] = Field(default_factory=list)
     errors: list[str] = Field(default_factory=list)
+    # The model cache (reporter.cache_record.CacheReport), read on its own so that a bad
+    # cache part leaves the GPUs' health in force.
+    cache: JsonValue | None = None
 
 
 _BUS_ID = re.compile(

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from scheduler.reporter.cache_scan import CacheScanner
 from scheduler.reporter.probe import GpuProbe
 from scheduler.reporter.record import NodeGpuReport
 
@@ -126,6 +127,13 @@ def _stable_part(report: NodeGpuReport) -> str:
     return repr(data)
 
 
+def with_cache(report: NodeGpuReport, cache: CacheScanner | None) -> NodeGpuReport:
+    """The GPU record with the model cache next to the GPUs (when the node has one)."""
+    if cache is None:
+        return report
+    return report.model_copy(update={"cache": cache.read().model_dump(mode="json")})
+
+
 def run_reporter(
     probe: GpuProbe,
     writer: ReportWriter,
@@ -134,6 +142,7 @@ def run_reporter(
     stop: threading.Event,
     log: Callable[[str], None] = lambda _line: None,
     max_ticks: int | None = None,
+    cache: CacheScanner | None = None,
 ) -> int:
     """Read and publish every `interval_s` until `stop` is set; returns the ticks run.
     Consul being unreachable for a while is logged and retried, never fatal."""
@@ -145,7 +154,7 @@ def run_reporter(
             ticks += 1
             try:
                 writer.renew()
-                writer.publish(probe.read())
+                writer.publish(with_cache(probe.read(), cache))
             except (requests.RequestException, OSError) as err:
                 log(f"Consul is not reachable ({err}); retrying in {interval_s:g}s")
             except Exception as err:
