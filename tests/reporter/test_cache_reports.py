@@ -68,6 +68,7 @@ def test_a_good_report_becomes_the_nodes_cache_facts() -> None:
         (_cache(_snapshot(commit="A" * 40)), "cache.snapshots.0.commit"),
         (_cache(_snapshot(source="../../etc")), "cache.snapshots.0.source"),
         (_cache(_snapshot(weights_bytes=0)), "cache.snapshots.0.weights_bytes"),
+        (_cache(_snapshot(last_used="9999-01-01T00:00:00Z")), "cache.snapshots.0.last_used"),
         (_cache(free_bytes=-5), "cache.free_bytes"),
         (_cache(*[_snapshot()] * (MAX_SNAPSHOTS + 1)), "cache.snapshots"),
         (_cache(volume=""), "cache.volume"),
