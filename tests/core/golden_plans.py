@@ -49,6 +49,8 @@ BENCH = ((60, 0), (200, 1), (1000, 0))  # (nodes, seed) of fleetgen.steady_snaps
 WHOLE = 4  # scenarios kept whole, besides the hashes
 # Fields plans gained after the reference was recorded: left out of the comparison.
 ADDED: frozenset[str] = frozenset({"code", "pending_code", "timed_out", "unresolvable"})
+# Snapshot fields added since (a node's host volumes and model cache, empty in fleetgen's).
+SNAPSHOT_ADDED: frozenset[str] = frozenset({"host_volumes", "cache"})
 
 
 class OddNodes:
@@ -74,11 +76,11 @@ def extra_plugins() -> Plugins:
     return Plugins(filters=[OddNodes()], scorers=[PreferLowIds()])
 
 
-def _strip(value: Any) -> Any:
+def _strip(value: Any, added: frozenset[str] = ADDED) -> Any:
     if isinstance(value, dict):
-        return {k: _strip(v) for k, v in value.items() if k not in ADDED}
+        return {k: _strip(v, added) for k, v in value.items() if k not in added}
     if isinstance(value, list):
-        return [_strip(v) for v in value]
+        return [_strip(v, added) for v in value]
     return value
 
 
@@ -130,7 +132,8 @@ def record_scenario(seed: int) -> dict[str, Any] | None:
 def record_bench(nodes: int, seed: int, plugins: bool) -> dict[str, Any]:
     snap = steady_snapshot(nodes, seed=seed)
     plan = essence(decide(snap, extra_plugins() if plugins else None))
-    out: dict[str, Any] = {"snapshot": digest(dump(snap)), "plan": digest(plan)}
+    snapshot = _strip(dump(snap), SNAPSHOT_ADDED)
+    out: dict[str, Any] = {"snapshot": digest(snapshot), "plan": digest(plan)}
     if nodes <= 60:
         out["whole"] = plan
     return out
