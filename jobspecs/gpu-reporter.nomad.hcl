@@ -28,6 +28,12 @@ variable "command" {
   description = "Path of the llm-scheduler executable on the nodes"
 }
 
+variable "model_cache_path" {
+  type        = string
+  default     = ""
+  description = "The model-cache host volume's path on the nodes (static host_volume); empty: none"
+}
+
 variable "interval_s" {
   type    = number
   default = 5
@@ -79,6 +85,9 @@ job "llm-gpu-reporter" {
       env {
         CONSUL_HTTP_ADDR      = var.consul_addr
         LLM_SCHEDULER_NODE_ID = "${node.unique.id}"
+        # Its complete snapshots and free bytes are reported next to the GPUs (raw_exec
+        # reads the host path; the volume is not requested, so nodes without it still run).
+        LLM_SCHEDULER_MODEL_CACHE = var.model_cache_path
       }
 
       # The Consul token, if ACLs are on: a Nomad variable at nomad/jobs/llm-gpu-reporter

@@ -28,6 +28,17 @@ client {
     # Free-form, shown by `llm-scheduler snapshot`; NVLink topology comes from the reporter.
     gpu = "true"
   }
+
+  # The model cache (a static host volume): replicas on this node mount it as their
+  # Hugging Face cache (HF_HOME), so weights downloaded once are loaded from local disk the
+  # next time. The name is the scheduler's `model_cache_volume` setting. The path must exist
+  # before the client starts; put it on local NVMe with room for the models this node may
+  # serve (docs/operating.md, "Model cache"). nomad/model-cache.volume.hcl is the dynamic
+  # alternative (Nomad 1.10 and later): use one or the other on a node, not both.
+  host_volume "llm-model-cache" {
+    path      = "/opt/llm-model-cache"
+    read_only = false
+  }
 }
 
 consul {

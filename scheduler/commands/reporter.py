@@ -72,11 +72,12 @@ def register(app: typer.Typer) -> None:
         fake: str | None = typer.Option(
             None, "--fake-nvml", hidden=True, help="use a fake GPU fleet"
         ),
-        model_cache: Path | None = typer.Option(
-            None,
+        model_cache: str = typer.Option(
+            "",
             "--model-cache",
-            help="the model-cache volume as mounted here (the runtimes' HF_HOME): its complete "
-            "snapshots and free bytes are reported next to the GPUs",
+            envvar="LLM_SCHEDULER_MODEL_CACHE",
+            help="the model-cache volume's path on this node (the replicas' HF_HOME): its "
+            "complete snapshots and free bytes are reported next to the GPUs; empty: none",
         ),
         model_cache_volume: str = typer.Option(
             "llm-model-cache", "--model-cache-volume", help="the Nomad host volume's name"
@@ -85,7 +86,7 @@ def register(app: typer.Typer) -> None:
         """Read this node's GPUs through NVML every few seconds and keep them in Consul KV."""
         from scheduler.reporter.cache_scan import CacheScanner
 
-        cache = CacheScanner(model_cache, model_cache_volume) if model_cache else None
+        cache = CacheScanner(Path(model_cache), model_cache_volume) if model_cache else None
         run(node_id, interval, ttl, refresh, prefix, consul_addr, once, fake, cache)
 
 

@@ -66,3 +66,19 @@ def test_no_hub_yet_is_an_empty_cache_with_its_free_bytes(tmp_path: Path) -> Non
 def test_a_volume_that_is_gone_is_an_error_not_an_exception(tmp_path: Path) -> None:
     report = scan_model_cache(tmp_path / "unmounted", "v")
     assert report.snapshots == [] and report.free_bytes is None and report.errors
+
+
+def test_the_reporter_command_reports_the_cache_from_its_setting(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from scheduler.cli import app
+
+    home = _cache(tmp_path, CachedWeights(source="org/m", commit=A, bytes=GB))
+    env = {"LLM_SCHEDULER_MODEL_CACHE": str(home)}
+    done = CliRunner().invoke(app, ["reporter", "--fake-nvml", "h100", "--once"], env=env)
+    assert done.exit_code == 0, done.output
+    cache = json.loads(done.stdout)["cache"]
+    assert cache["volume"] == "llm-model-cache"
+    assert [s["source"] for s in cache["snapshots"]] == ["org/m"]
+    bare = CliRunner().invoke(app, ["reporter", "--fake-nvml", "h100", "--once"], env={})
+    assert json.loads(bare.stdout)["cache"] is None
