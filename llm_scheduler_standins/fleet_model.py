@@ -11,9 +11,16 @@ the scheduler's own `Node`s for a fleet.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
 
 Amount = Annotated[float, Field(ge=0, le=1e9, allow_inf_nan=False)]
 
@@ -75,8 +82,21 @@ class Node(_Fleet):
     memory_gb: Amount
     gpus: list[GPU] = Field(default_factory=list)
     meta: dict[str, str] = Field(default_factory=dict)  # the client's `meta` block
-    host_volumes: dict[str, HostVolume] = Field(default_factory=dict)  # name -> volume
+    # The client's host volumes by name. A snapshot lists the writable ones by name only, so
+    # a list loads too (under /opt/<name>), and a dump gives that list back.
+    host_volumes: dict[str, HostVolume] = Field(default_factory=dict)
     model_cache: ModelCache | None = None  # None: no stand-in cache on this node
+
+    @field_validator("host_volumes", mode="before")
+    @classmethod
+    def _names_as_volumes(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            return {str(name): {"path": f"/opt/{name}"} for name in value}
+        return value
+
+    @field_serializer("host_volumes")
+    def _as_snapshot_names(self, volumes: dict[str, HostVolume]) -> list[str]:
+        return sorted(name for name, v in volumes.items() if not v.read_only)
 
     @model_validator(mode="after")
     def _device_ids_once(self) -> Node:

@@ -179,6 +179,7 @@ def test_a_snapshots_nodes_load_as_a_fleet(tmp_path: Path) -> None:
     seen = SnapshotNode.model_validate(
         {"id": "n1", "name": "a", "address": "10.1.2.3", "pool": "gpu", "datacenter": "dc2",
          "cpu_cores": 64, "memory_gb": 512, "held": ["G1"], "draining": True,
+         "host_volumes": ["llm-model-cache"],
          "meta": {"rack": "r1"},
          "gpus": [{"id": "G0", "model": "NVIDIA H100 80GB HBM3", "memory_gb": 80,
                    "nvlink_peers": ["G1"]},
@@ -189,6 +190,6 @@ def test_a_snapshots_nodes_load_as_a_fleet(tmp_path: Path) -> None:
     path.write_text(json.dumps({"nodes": [seen.model_dump(mode="json")]}))
     (node,) = load_fleet(path)
     assert type(node).__module__ == "llm_scheduler_standins.fleet_model"
-    # The fleet's own additions (host volumes and a stand-in model cache) are empty here.
-    kept = node.model_dump(exclude={"host_volumes", "model_cache"})
-    assert kept == seen.model_dump(exclude={"held", "draining", "address"})
+    # The reported cache is the scheduler's; the stand-in cache the fleet's own.
+    kept = node.model_dump(exclude={"model_cache"})
+    assert kept == seen.model_dump(exclude={"held", "draining", "address", "cache"})
