@@ -7,6 +7,8 @@ import json
 from datetime import UTC, datetime
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from scheduler.adapters import catalog
 from scheduler.adapters.catalog import GENERAL, read_catalog
@@ -275,3 +277,30 @@ def test_a_gpu_report_stamped_out_of_range_is_ignored_with_its_key_and_field() -
     report = {"node_id": "n", "reported_at": FAR, "gpus": []}
     line = parse_record("llm-scheduler/nodes/n/gpus", json.dumps(report))
     assert isinstance(line, str) and "field reported_at: " in line and "out of range" in line
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=80))
+def test_any_demand_key_is_a_model_or_one_printable_line(name: str) -> None:
+    assume(name and not name.endswith("/"))  # a folder marker, skipped as Consul's UI makes
+    cat = read_catalog([_entry(LAYOUT.demand_key(name), {"inflight": 1})], LAYOUT)
+    lines = cat.all_errors()
+    assert len(lines) == 1  # not a model name, or no such model in the catalog
+    assert lines[0].isprintable() and len(lines[0]) < 400
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.datetimes(timezones=st.just(UTC)))
+def test_any_last_used_is_refused_or_decided_on(stamp: datetime) -> None:
+    value = {"last_used": stamp.isoformat()}
+    cat = read_catalog([_entry(LAYOUT.demand_key("m"), value)], LAYOUT)
+    if "m" not in cat.demand:
+        assert cat.errors["m"][0].startswith(f"{LAYOUT.demand_key('m')}: last_used: ")
+        return
+    model = Model(
+        name="m",
+        owner="o",
+        scaling=Scaling(min=0, max=1, on_demand=True),
+        profiles=[Profile(name="p")],
+    )
+    decide(Snapshot(now=NOW, models=[model], demand=cat.demand))  # raises nothing
