@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from scheduler.adapters.entry_points import load_group
+from scheduler.adapters.model_cache_mount import DEFAULT_VOLUME
 from scheduler.adapters.nomad_api import NomadAPI, NomadError
 from scheduler.adapters.nomad_jobs import build_job, template_variables
 from scheduler.core.models import Model, Node, StartAction
@@ -44,8 +45,10 @@ class JobMaker:
         namespace: str | None,
         images: dict[str, str],
         jobspec_dir: str | None = None,
+        model_cache_volume: str = DEFAULT_VOLUME,
     ) -> None:
         self.nomad = nomad
+        self.model_cache_volume = model_cache_volume  # the host volume the shards mount
         self.namespace = namespace
         self.images = images  # runtime -> the image a model that names none runs
         self.jobspec_dir = jobspec_dir
@@ -59,7 +62,15 @@ class JobMaker:
         NomadError when Nomad could not parse the template for reasons of its own."""
         template = self.template(model)
         try:
-            return build_job(template, model, action, nodes, created_at, self.namespace)
+            return build_job(
+                template,
+                model,
+                action,
+                nodes,
+                created_at,
+                self.namespace,
+                cache_volume=self.model_cache_volume,
+            )
         except RenderError as exc:
             raise ModelUnservable(str(exc)) from exc
 

@@ -28,6 +28,7 @@ from datetime import datetime
 from typing import Any
 
 from scheduler.adapters.interning import intern
+from scheduler.adapters.model_cache_mount import DEFAULT_VOLUME, keep_model_cache
 from scheduler.core.contract_base import EARLIEST, check_timestamp
 from scheduler.core.models import Model, Node, Profile, Shard, StartAction, rfc3339
 from scheduler.serving.argv import Wiring, shard_command
@@ -180,8 +181,10 @@ def build_job(
     nodes: dict[str, Node],
     created_at: datetime,
     namespace: str | None = None,
+    cache_volume: str = DEFAULT_VOLUME,
 ) -> dict[str, Any]:
-    """The job to register for `action`, from the parsed template's first task group.
+    """The job to register for `action`, from the parsed template's first task group; each
+    shard mounts the host volume `cache_volume` as its model cache where its node has it.
 
     JobShapeError for a placement that cannot be written; RenderError (a ValueError too)
     when the model's serve spec cannot be rendered.
@@ -224,6 +227,7 @@ def build_job(
             nodes,
             shard,
             Wiring(i, nnodes, head.address if head else "", rdzv),
+            cache_volume,
         )
         for i, shard in enumerate(action.shards)
     ]
@@ -237,6 +241,7 @@ def _shard_group(
     nodes: dict[str, Node],
     shard: Shard,
     wiring: Wiring,
+    cache_volume: str = DEFAULT_VOLUME,
 ) -> dict[str, Any]:
     """Task group `shard-<rank>`, pinned to its node, running its rank's argv on its devices."""
     i = wiring.rank
@@ -269,6 +274,7 @@ def _shard_group(
     if not cmd.serves_http:
         _services_off(group)  # headless ranks: no HTTP server, no check to pass
     _load_grace(group, model.load_grace_s * NS_PER_S)
+    keep_model_cache(group, nodes.get(shard.node), cache_volume)
     _resources(task, profile, _device_names(nodes, shard), shard)
     return group
 

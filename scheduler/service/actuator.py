@@ -25,6 +25,7 @@ import structlog
 from opentelemetry import trace
 
 from scheduler.adapters.job_maker import JobMaker, ModelUnservable
+from scheduler.adapters.model_cache_mount import DEFAULT_VOLUME
 from scheduler.adapters.nomad_api import NomadAPI, NomadError
 from scheduler.adapters.nomad_jobs import JobShapeError, job_id, owned_job
 from scheduler.core.models import Model, Snapshot, StartAction, StopAction
@@ -50,13 +51,20 @@ class Actuator:
         clock: Callable[[], float] = time.monotonic,
         workers: int = 8,
         on_registered: Callable[[dict[str, Any], int], None] | None = None,
+        model_cache_volume: str = DEFAULT_VOLUME,
     ) -> None:
         self.nomad = nomad
         # Told each job registered and the JobModifyIndex Nomad gave it (the snapshot builder,
         # which then need not read it back).
         self.on_registered = on_registered
         self.namespace = namespace
-        self.jobs = JobMaker(nomad, namespace=namespace, images=images, jobspec_dir=jobspec_dir)
+        self.jobs = JobMaker(
+            nomad,
+            namespace=namespace,
+            images=images,
+            jobspec_dir=jobspec_dir,
+            model_cache_volume=model_cache_volume,
+        )
         self.clock = clock
         self.unservable = Unservable()
         self.preempted: dict[str, str] = {}  # replica -> the model it was stopped for

@@ -55,6 +55,10 @@ class ServiceConfig(BaseSettings):
     # watches see, so only a pass notices it.
     signal_interval_s: float = Field(2.0, gt=0)
     jobspec_dir: str | None = None
+    # The Nomad host volume replicas mount as their Hugging Face cache, where a node has it.
+    model_cache_volume: str = Field(
+        "llm-model-cache", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
+    )
     image_vllm: str = "vllm/vllm-openai:latest"
     image_sglang: str = "lmsysorg/sglang:latest"
     log_format: str = Field("console", pattern="^(console|json)$")

@@ -53,6 +53,7 @@ def connect(config: ServiceConfig) -> Connected:
         jobspec_dir=config.jobspec_dir,
         workers=config.actuation_workers,
         on_registered=builder.learn,
+        model_cache_volume=config.model_cache_volume,
     )
     status = StatusWriter(consul, layout)
     return Connected(layout, consul, nomad, builder, actuator, status)

@@ -22,6 +22,15 @@ job "llm" {
       max_parallel = 0
     }
 
+    # The node's model cache, a Nomad host volume (docs/operating.md, "Model cache"). The
+    # scheduler names its source (setting model_cache_volume) where the node advertises the
+    # volume, and drops it and its mount elsewhere: asking there would leave the replica
+    # unplaceable, so such a node is simply cold.
+    volume "model-cache" {
+      type   = "host"
+      source = "llm-model-cache"
+    }
+
     network {
       port "http" { to = 8000 }
     }
@@ -55,6 +64,16 @@ job "llm" {
           limit = 3
           grace = "30m"
         }
+      }
+
+      # The runtime's Hugging Face cache (the image runs as root): weights land on the volume.
+      volume_mount {
+        volume      = "model-cache"
+        destination = "/root/.cache/huggingface"
+      }
+
+      env {
+        HF_HOME = "/root/.cache/huggingface"
       }
 
       kill_timeout = "30s"
