@@ -85,20 +85,7 @@ class Cluster:
         self._rng = random.Random(seed)
         self._index = 1
         self._tables = dict.fromkeys(TABLES, 1)
-        self._jobs: dict[tuple[str, str], dict[str, Any]] = {}
-        self._allocs: dict[str, dict[str, Any]] = {}
-        self._evals: dict[str, dict[str, Any]] = {}
-        # Indexes, as Nomad's state store has them (memdb indexes on job and status), so that
-        # a write or a listing costs what touches one job, not everything ever stored:
-        # (namespace, job id) -> its allocations / evaluations / deployments, oldest first.
-        self._allocs_of: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        self._evals_of: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        self._deployments_of: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        # Allocations not yet terminal and evaluations created blocked, in creation order.
-        # Terminal is for good and an evaluation is blocked only when created, so entries
-        # that left the state are dropped as they are met.
-        self._maybe_live: dict[str, dict[str, Any]] = {}
-        self._maybe_blocked: dict[str, dict[str, Any]] = {}
+        self._new_tables()
         # Evaluation GC: what it reaped still counts in its job's summary, as in Nomad, whose
         # summary is a table of counters the GC does not touch.
         self.eval_gc_threshold_s = eval_gc_threshold_s
@@ -114,6 +101,23 @@ class Cluster:
         # The nodes' model caches: with them, an allocation stays pending while its weights
         # download (cold) or load (warm), after load_delay_s.
         self.caches = caches
+
+    def _new_tables(self) -> None:
+        """Jobs, allocations and evaluations, and the indexes over them."""
+        self._jobs: dict[tuple[str, str], dict[str, Any]] = {}
+        self._allocs: dict[str, dict[str, Any]] = {}
+        self._evals: dict[str, dict[str, Any]] = {}
+        # Indexes, as Nomad's state store has them (memdb indexes on job and status), so that
+        # a write or a listing costs what touches one job, not everything ever stored:
+        # (namespace, job id) -> its allocations / evaluations / deployments, oldest first.
+        self._allocs_of: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        self._evals_of: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        self._deployments_of: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        # Allocations not yet terminal and evaluations created blocked, in creation order.
+        # Terminal is for good and an evaluation is blocked only when created, so entries
+        # that left the state are dropped as they are met.
+        self._maybe_live: dict[str, dict[str, Any]] = {}
+        self._maybe_blocked: dict[str, dict[str, Any]] = {}
 
     def _start_delay_s(self, alloc_id: str) -> float:
         alloc = self._allocs.get(alloc_id)

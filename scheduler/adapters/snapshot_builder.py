@@ -38,7 +38,7 @@ from scheduler.adapters.snapshot_merge import (
     replicas_of,
     scrape_targets,
 )
-from scheduler.core.models import Demand, Hold, Load, Model, Plan, Settings, Snapshot
+from scheduler.core.models import Demand, Hold, Load, Model, Node, Plan, Settings, Snapshot
 from scheduler.demand import DemandError, DemandSource
 from scheduler.demand.kv import KVDemandSource
 from scheduler.demand.signals import Signals, SignalSource, combine
@@ -220,6 +220,20 @@ class SnapshotBuilder:
         stalled, moves = parse_lifecycle(entries, self.layout.holds)
         return _KVSide(cat, models, frozen, blocked, holds, preempted, retired, stalled, moves)
 
+    def _reported(
+        self, nodes: list[Node], entries: list[dict[str, Any]], cat: Catalog, models: list[Model]
+    ) -> tuple[list[Node], list[str]]:
+        """The nodes with what their GPU reporters say (health, MIG layout, cached models), and
+        the warnings of reading the reports; the catalog's unknown GPU models are reported."""
+        nodes, warnings = apply_reports(
+            nodes,
+            records_from_kv(entries, self.layout),
+            layout=self.layout,
+            sources={m.serve.source for m in models if m.serve is not None},
+        )
+        warn_unknown_gpu_models(cat, models, nodes, self.layout)
+        return nodes, warnings
+
     def _read(self, asked_after: float) -> _Reads:
         """The KV listing and Nomad's three listings, read side by side: they are independent,
         and a slow Nomad then costs one round trip, not three in a row."""
@@ -275,13 +289,7 @@ class SnapshotBuilder:
             kv = self._kv(entries, running, now)
             cat, models = kv.catalog, kv.models
             demand = self.demand_source.read([m.name for m in models], cat.demand, now)
-            nodes, warnings = apply_reports(
-                nodes,
-                records_from_kv(entries, self.layout),
-                layout=self.layout,
-                sources={m.serve.source for m in models if m.serve is not None},
-            )
-            warn_unknown_gpu_models(cat, models, nodes, self.layout)
+            nodes, warnings = self._reported(nodes, entries, cat, models)
         except (NomadError, ConsulError, DemandError) as exc:
             raise ReadFailed(str(exc)) from exc
         healthy = self._healthy(running, warnings)
