@@ -15,8 +15,23 @@ app = typer.Typer(
 )
 
 
+def _print_version(asked: bool) -> None:
+    if asked:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"llm-scheduler {version('llm-scheduler')}")
+        except PackageNotFoundError:  # a source tree that was never installed
+            typer.echo("llm-scheduler (not installed: no package metadata)")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: bool = typer.Option(
+        False, "--version", is_eager=True, callback=_print_version, help="print the version"
+    ),
+) -> None:
     """Schedule LLM replicas onto the GPUs of a Nomad + Consul cluster."""
 
 

@@ -7,6 +7,7 @@ CONSUL_HTTP_ADDR, CONSUL_HTTP_TOKEN and LLM_SCHEDULER_* (see scheduler/service/c
 from __future__ import annotations
 
 import signal
+from enum import StrEnum
 from types import FrameType
 from typing import TYPE_CHECKING
 
@@ -16,41 +17,67 @@ if TYPE_CHECKING:
     from scheduler.service.config import ServiceConfig
 
 
+class LogFormat(StrEnum):
+    console = "console"
+    json = "json"
+
+
+def _fail(message: str, code: int) -> typer.Exit:
+    for line in message.splitlines():
+        typer.echo(f"error: {line}", err=True)
+    return typer.Exit(code)
+
+
 def register(app: typer.Typer) -> None:
     @app.command("run")
     def run_cmd(
-        log_format: str = typer.Option(None, "--log-format", help="console or json"),
+        log_format: LogFormat | None = typer.Option(
+            None, "--log-format", help="default: LLM_SCHEDULER_LOG_FORMAT, else console"
+        ),
         once: bool = typer.Option(
             False, "--once", help="take the leader lock, do one pass, release it, exit"
         ),
     ) -> None:
-        """Run the scheduler service."""
-        from scheduler.service.config import ServiceConfig
+        """Run the scheduler service. A bad setting exits 2, a port that is taken exits 1."""
+        from scheduler.service.config import ConfigError, load_config
         from scheduler.service.logs import configure_logging
-        from scheduler.service.loop import Service
 
-        config = ServiceConfig()
-        if log_format:
-            config = config.model_copy(update={"log_format": log_format})
+        try:
+            config = load_config(**({"log_format": log_format.value} if log_format else {}))
+        except ConfigError as exc:
+            raise _fail(str(exc), 2) from None
         configure_logging(config.log_format)
         if once:
             raise typer.Exit(_run_once(config))
+        _serve(config)
 
-        from scheduler.ops.wiring import start_ops
 
-        # /metrics, /healthz and the dashboard, plus OTLP traces when configured.
+def _serve(config: ServiceConfig) -> None:
+    import structlog
+
+    from scheduler.ops.wiring import start_ops
+    from scheduler.service.loop import Service
+
+    # /metrics, /healthz and the dashboard, plus OTLP traces when configured.
+    try:
         ops = start_ops(config.listen_addr)
-        service = Service(config, observers=ops.observers)
+    except OSError as exc:
+        raise _fail(str(exc), 1) from None
+    if ops.server is not None:
+        structlog.get_logger("llm-scheduler.service").info(
+            "listening", dashboard=ops.server.url + "/", metrics=ops.server.url + "/metrics"
+        )
+    service = Service(config, observers=ops.observers)
 
-        def _stop(signum: int, frame: FrameType | None) -> None:
-            service.stop()
+    def _stop(signum: int, frame: FrameType | None) -> None:
+        service.stop()
 
-        signal.signal(signal.SIGTERM, _stop)
-        signal.signal(signal.SIGINT, _stop)
-        try:
-            service.run()
-        finally:
-            ops.stop()
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    try:
+        service.run()
+    finally:
+        ops.stop()
 
 
 def _run_once(config: ServiceConfig) -> int:

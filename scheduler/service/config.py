@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+from typing import Any
 from urllib.parse import urlsplit
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+ENV_PREFIX = "LLM_SCHEDULER_"
+
+
+class ConfigError(ValueError):
+    """Settings that cannot be used: one line per bad variable, each naming it and the fix."""
+
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__("\n".join(lines))
+        self.lines = lines
 
 
 class ServiceConfig(BaseSettings):
-    model_config = SettingsConfigDict(
-        env_prefix="LLM_SCHEDULER_", extra="ignore", populate_by_name=True
-    )
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", populate_by_name=True)
 
     nomad_addr: str = Field("http://127.0.0.1:4646", validation_alias=AliasChoices("NOMAD_ADDR"))
     nomad_token: str | None = Field(None, validation_alias=AliasChoices("NOMAD_TOKEN"))
@@ -65,6 +74,14 @@ class ServiceConfig(BaseSettings):
     max_value_bytes: int = Field(64 * 1024, gt=0)
     http_keepalive: bool = False
 
+    @field_validator("listen_addr")
+    @classmethod
+    def _host_port(cls, value: str) -> str:
+        port = value.rpartition(":")[2]
+        if not port.isdigit() or int(port) > 65535:
+            raise ValueError("should be host:port, such as 127.0.0.1:9464")
+        return value
+
     def consul_parts(self) -> tuple[str, int, str]:
         """(host, port, scheme) of CONSUL_HTTP_ADDR, which may lack a scheme as in Consul's CLI."""
         addr = self.consul_addr if "://" in self.consul_addr else "http://" + self.consul_addr
@@ -82,3 +99,29 @@ class ServiceConfig(BaseSettings):
 
     def http_timeout(self, wait_s: float) -> float:
         return wait_s + wait_s / 16 + self.http_margin_s
+
+
+def env_name(field: str) -> str:
+    """The environment variable that sets `field` (NOMAD_ADDR, LLM_SCHEDULER_PASS_INTERVAL_S)."""
+    info = ServiceConfig.model_fields.get(field)
+    alias = info.validation_alias if info else None
+    if isinstance(alias, AliasChoices) and isinstance(alias.choices[0], str):
+        return alias.choices[0]
+    return ENV_PREFIX + field.upper()
+
+
+def _problem(error: Any) -> str:
+    field = str(error["loc"][0]) if error["loc"] else "?"
+    info = ServiceConfig.model_fields.get(field)
+    default = info.default if info else None
+    fix = "unset it for the default" + (f" ({default})" if default is not None else "")
+    message = str(error["msg"]).removeprefix("Value error, ")
+    return f"{env_name(field)}={error['input']!r}: {message}; correct it, or {fix}"
+
+
+def load_config(**overrides: Any) -> ServiceConfig:
+    """The settings from the environment; ConfigError names each bad variable on its own line."""
+    try:
+        return ServiceConfig(**overrides)
+    except ValidationError as exc:
+        raise ConfigError([_problem(e) for e in exc.errors()]) from None

@@ -51,6 +51,7 @@ class LeaderElection:
         self._stop = threading.Event()
         self._acquiring = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._standby_said = False
 
     @property
     def is_leader(self) -> bool:
@@ -62,6 +63,15 @@ class LeaderElection:
             log.info("leadership", leader=leader, session=self.session, key=self.key)
             if self.on_change:
                 self.on_change(leader)
+
+    def _say_standby(self, holder: str | None) -> None:
+        """One line when this instance starts waiting: an operator sees it is up and why it
+        does nothing. It is said again after each spell as leader."""
+        if self.is_leader:
+            self._standby_said = False
+        elif not self._standby_said:
+            self._standby_said = True
+            log.info("standby", key=self.key, held_by_session=holder or "nobody (lock-delay)")
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="leader", daemon=True)
@@ -143,6 +153,7 @@ class LeaderElection:
                 holder = (entry or {}).get("Session")
                 if self.is_leader and holder != self.session:
                     self._set(False)
+                self._say_standby(holder)
                 self.backoff.reset()
                 if not self.is_leader and not holder:
                     # Free but not ours (the lock-delay after a crash): retry soon rather
