@@ -6,7 +6,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from scheduler.core.models import Plan, Snapshot, StartAction, StopAction
@@ -15,6 +15,57 @@ from scheduler.ops.inventory import usage
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 PASS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 REPLICA_STATES = ("starting", "running", "stopping")
+
+# One metric per quantity, in base units: Load field -> (metric, help, factor to base unit).
+SIGNAL_METRICS: dict[str, tuple[str, str, float]] = {
+    "running": (
+        "llm_scheduler_model_requests_running",
+        "Requests the model's servers are running, summed over its replicas.",
+        1.0,
+    ),
+    "waiting": (
+        "llm_scheduler_model_requests_waiting",
+        "Requests queued in the model's servers, summed over its replicas.",
+        1.0,
+    ),
+    "kv_cache": (
+        "llm_scheduler_model_kv_cache_usage_ratio",
+        "Mean KV-cache usage of the model's replicas (0 to 1).",
+        1.0,
+    ),
+    "ttft_p90_ms": (
+        "llm_scheduler_model_time_to_first_token_p90_seconds",
+        "90th percentile of the time to first token over the signal window.",
+        0.001,
+    ),
+    "itl_p90_ms": (
+        "llm_scheduler_model_inter_token_latency_p90_seconds",
+        "90th percentile of the time between output tokens over the signal window.",
+        0.001,
+    ),
+    "tokens_per_s": (
+        "llm_scheduler_model_generation_tokens_per_second",
+        "Tokens the model's replicas generate per second, summed.",
+        1.0,
+    ),
+    "reporting": (
+        "llm_scheduler_model_replicas_reporting",
+        "Replicas whose servers reported the model's signals.",
+        1.0,
+    ),
+}
+
+
+def _build_labels() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    import scheduler
+
+    try:
+        release = version("llm-scheduler")
+    except PackageNotFoundError:
+        release = scheduler.__version__
+    return {"version": release, "core": scheduler.CORE_BUILD}
 
 
 class MetricsObserver:
@@ -39,11 +90,18 @@ class MetricsObserver:
         self.desired = Gauge(
             "llm_scheduler_replicas_desired", "Desired replicas by model.", ["model"], registry=r
         )
+        # allocated + free = all: sum() over the states is the fleet.
         self.gpus = Gauge(
-            "llm_scheduler_gpus", "Whole GPUs (not in MIG mode) by state.", ["state"], registry=r
+            "llm_scheduler_gpus",
+            "Whole GPUs (not in MIG mode) by state (allocated or free).",
+            ["state"],
+            registry=r,
         )
         self.mig_slices = Gauge(
-            "llm_scheduler_mig_slices", "MIG slices by state.", ["state"], registry=r
+            "llm_scheduler_mig_slices",
+            "MIG slices by state (allocated or free).",
+            ["state"],
+            registry=r,
         )
         self.preemptions = Counter(
             "llm_scheduler_preemptions",
@@ -53,7 +111,8 @@ class MetricsObserver:
         )
         self.errors = Counter(
             "llm_scheduler_errors",
-            "Errors by kind (input: a bad KV value; start/stop: a Nomad call that failed; "
+            "Errors by kind (input: a bad KV value, once when it appears; "
+            "start/stop: a Nomad call that failed; "
             "pass: a pass that raised; read: a pass that could not read Consul or Nomad; "
             "plugin: a third-party filter or scorer that raised in a pass, once per pass).",
             ["kind"],
@@ -79,25 +138,37 @@ class MetricsObserver:
             registry=r,
         )
         # What the model servers report, per model, as the core saw it.
-        self.signals = Gauge(
-            "llm_scheduler_model_signal",
-            "Scaling signals by model (running, waiting, kv_cache, ttft_p90_ms, itl_p90_ms, "
-            "tokens_per_s, reporting) and the count they ask for before stabilisation "
-            "(recommended).",
-            ["model", "signal"],
+        self.signals = {
+            field: Gauge(name, text, ["model"], registry=r)
+            for field, (name, text, _) in SIGNAL_METRICS.items()
+        }
+        self.recommended = Gauge(
+            "llm_scheduler_replicas_recommended",
+            "Replicas the model's signals ask for, before the scale-down window.",
+            ["model"],
             registry=r,
         )
         self.passes = Counter("llm_scheduler_passes", "Reconcile passes.", registry=r)
         self.passes_carried = Counter(
             "llm_scheduler_passes_carried",
             "Reconcile passes carried over: nothing changed since the last pass, whose view and "
-            "plan stood (no read, no decision, no write); counted in llm_scheduler_passes too.",
+            "plan stood (no read, no decision, no write); counted in llm_scheduler_passes_total "
+            "too.",
             registry=r,
         )
         self.last_pass = Gauge(
             "llm_scheduler_last_pass_timestamp_seconds", "When the last pass ended.", registry=r
         )
-        for state in ("allocated", "total"):
+        self.input_errors = Gauge(
+            "llm_scheduler_input_errors",
+            "Bad KV values standing in the last pass (each named in status/_errors).",
+            registry=r,
+        )
+        self.leader = Gauge(
+            "llm_scheduler_leader", "1 while this instance holds the leader lock.", registry=r
+        )
+        Info("llm_scheduler_build", "The running build.", registry=r).info(_build_labels())
+        for state in ("allocated", "free"):
             self.gpus.labels(state)
             self.mig_slices.labels(state)
         for kind in ("input", "start", "stop", "pass", "read", "plugin"):
@@ -112,6 +183,8 @@ class MetricsObserver:
         self._classes: dict[str, str] = {}
         self._known: set[tuple[str, str]] = set()
         self._signals_known: set[tuple[str, str]] = set()
+        self._standing_errors: set[str] = set()
+        self._desired_known: set[str] = set()
 
     def pass_finished(
         self, snapshot: Snapshot, plan: Plan, duration_s: float, input_errors: list[str]
@@ -130,8 +203,7 @@ class MetricsObserver:
             self.pending_by_code.clear()
             for code, n in by_code.items():
                 self.pending_by_code.labels(code).set(n)
-            if input_errors:
-                self.errors.labels("input").inc(len(input_errors))
+            self._count_input_errors(input_errors)
             counts: dict[tuple[str, str], int] = {}
             for m in snapshot.models:
                 for state in REPLICA_STATES:
@@ -144,14 +216,17 @@ class MetricsObserver:
             self._known = set(counts)
             for (model, state), n in counts.items():
                 self.replicas.labels(model, state).set(n)
+            for gone in self._desired_known - plan.models.keys():
+                self.desired.remove(gone)
+            self._desired_known = set(plan.models)
             for name, status in plan.models.items():
                 self.desired.labels(name).set(status.desired)
             self._export_signals(snapshot, plan)
             use = usage(snapshot)
             self.gpus.labels("allocated").set(use.gpus_allocated)
-            self.gpus.labels("total").set(use.gpus_total)
+            self.gpus.labels("free").set(use.gpus_total - use.gpus_allocated)
             self.mig_slices.labels("allocated").set(use.mig_allocated)
-            self.mig_slices.labels("total").set(use.mig_total)
+            self.mig_slices.labels("free").set(use.mig_total - use.mig_allocated)
 
     def pass_carried(self, duration_s: float, input_errors: list[str]) -> None:
         """A pass carried over: the gauges stand as the last full pass set them."""
@@ -160,23 +235,35 @@ class MetricsObserver:
             self.passes_carried.inc()
             self.pass_duration.observe(duration_s)
             self.last_pass.set_to_current_time()
-            if input_errors:
-                self.errors.labels("input").inc(len(input_errors))
+            self._count_input_errors(input_errors)
+
+    def _count_input_errors(self, input_errors: list[str]) -> None:
+        """A bad value is counted once, when it appears, not again on each pass it stands."""
+        now = set(input_errors)
+        new = now - self._standing_errors
+        if new:
+            self.errors.labels("input").inc(len(new))
+        self._standing_errors = now
+        self.input_errors.set(len(now))
 
     def _export_signals(self, snapshot: Snapshot, plan: Plan) -> None:
         values: dict[tuple[str, str], float] = {}
         for name, load in snapshot.load.items():
-            for key, value in load.model_dump(exclude={"complete"}).items():
+            for field, (_, _, factor) in SIGNAL_METRICS.items():
+                value = getattr(load, field)
                 if value is not None:
-                    values[(name, key)] = float(value)
+                    values[(field, name)] = float(value) * factor
         for name, status in plan.models.items():
             if status.recommended is not None:
-                values[(name, "recommended")] = float(status.recommended)
-        for gone in self._signals_known - values.keys():
-            self.signals.remove(*gone)
+                values[("recommended", name)] = float(status.recommended)
+        for field, name in self._signals_known - values.keys():
+            self._signal_gauge(field).remove(name)
         self._signals_known = set(values)
-        for (name, key), value in values.items():
-            self.signals.labels(name, key).set(value)
+        for (field, name), value in values.items():
+            self._signal_gauge(field).labels(name).set(value)
+
+    def _signal_gauge(self, field: str) -> Gauge:
+        return self.recommended if field == "recommended" else self.signals[field]
 
     def attach(self, service: Any) -> None:
         """Called by the service it observes: read its backlog and health when asked."""
@@ -184,6 +271,9 @@ class MetricsObserver:
         if backlog is not None:
             self.backlog.set_function(lambda: float(backlog()))
         self.health_check = service.health
+        leader = getattr(service, "leader", None)
+        if leader is not None:
+            self.leader.set_function(lambda: float(leader.is_leader))
 
     def pass_failed(self, kind: str, error: str) -> None:
         with self._lock:

@@ -38,9 +38,9 @@ def test_metrics_follow_passes_and_actions(served: object) -> None:
             "nomad said no",
         )
     text = httpx.get(server.url + "/metrics").text
-    assert _metric(text, 'llm_scheduler_gpus{state="total"}') == 48 - 2
+    assert _metric(text, 'llm_scheduler_gpus{state="free"}') == 48 - 2 - 4
     assert _metric(text, 'llm_scheduler_gpus{state="allocated"}') == 4
-    assert _metric(text, 'llm_scheduler_mig_slices{state="total"}') == 6
+    assert _metric(text, 'llm_scheduler_mig_slices{state="free"}') == 6 - 1
     assert _metric(text, 'llm_scheduler_mig_slices{state="allocated"}') == 1
     assert _metric(text, "llm_scheduler_models_pending") == 1
     assert _metric(text, 'llm_scheduler_replicas{model="llama-70b",state="running"}') == 1

@@ -112,4 +112,5 @@ def test_a_preemption_shows_in_spans_metrics_and_dashboard(
     assert state["preemptions"][0]["victim_class"] == "opportunistic"
     text = metrics.exposition().decode()
     assert 'llm_scheduler_preemptions_total{class="opportunistic"} 1.0' in text
-    assert 'llm_scheduler_gpus{state="total"} 4.0' in text
+    assert 'llm_scheduler_gpus{state="free"} 0.0' in text
+    assert "llm_scheduler_leader 1.0" in text
