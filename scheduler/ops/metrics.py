@@ -216,8 +216,8 @@ class MetricsObserver:
             self._known = set(counts)
             for (model, state), n in counts.items():
                 self.replicas.labels(model, state).set(n)
-            for gone in self._desired_known - plan.models.keys():
-                self.desired.remove(gone)
+            for gone_model in self._desired_known - plan.models.keys():
+                self.desired.remove(gone_model)
             self._desired_known = set(plan.models)
             for name, status in plan.models.items():
                 self.desired.labels(name).set(status.desired)
