@@ -23,6 +23,7 @@ from pydantic import (
 )
 
 Amount = Annotated[float, Field(ge=0, le=1e9, allow_inf_nan=False)]
+MAX_PORT = 65535
 
 
 class _Fleet(BaseModel):
@@ -72,6 +73,40 @@ class ModelCache(_Fleet):
     weights: list[CachedWeights] = Field(default_factory=list)
 
 
+def parse_ports(spec: str) -> set[int]:
+    """A Nomad port list ("22,80,8000-8010", as `reserved_ports` in a client's `reserved`
+    block) as the ports it names; ValueError names the part that is not one."""
+    ports: set[int] = set()
+    for part in (p.strip() for p in spec.split(",")):
+        if not part:
+            continue
+        low, _, high = part.partition("-")
+        if not low.isdigit() or not (high or low).isdigit():
+            raise ValueError(f"{part!r} is not a port or a range of ports")
+        first, last = int(low), int(high or low)
+        if not 0 < first <= last <= MAX_PORT:
+            raise ValueError(f"{part!r} is not a range of ports from 1 to {MAX_PORT}")
+        ports.update(range(first, last + 1))
+    return ports
+
+
+class Reserved(_Fleet):
+    """A Nomad client's `reserved` block: what the node keeps back from every placement. The
+    server shows it as the node's ReservedResources and offers only the rest; the scheduler
+    reads it from there."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    cpu: int = Field(0, ge=0, le=10**9)  # MHz, as CpuShares
+    memory: int = Field(0, ge=0, le=10**12)  # MB
+    reserved_ports: str = ""  # host ports no allocation may take: "22,80,8000-8010"
+
+    @field_validator("reserved_ports")
+    @classmethod
+    def _ports(cls, value: str) -> str:
+        parse_ports(value)
+        return value
+
+
 class Node(_Fleet):
     id: str
     name: str
@@ -86,6 +121,7 @@ class Node(_Fleet):
     # a list loads too (under /opt/<name>), and a dump gives that list back.
     host_volumes: dict[str, HostVolume] = Field(default_factory=dict)
     model_cache: ModelCache | None = None  # None: no stand-in cache on this node
+    reserved: Reserved = Field(default_factory=Reserved)  # the client's `reserved` block
 
     @field_validator("host_volumes", mode="before")
     @classmethod

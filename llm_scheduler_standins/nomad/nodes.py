@@ -30,6 +30,7 @@ class NodeRecord:
     # ReservedResources (client `reserved` block): kept from every placement on the node.
     reserved_cpu_shares: int = 0
     reserved_memory_mb: int = 0
+    reserved_ports: str = ""  # host ports no allocation may take ("22,8000-8010")
     drain_strategy: dict[str, Any] | None = None  # while a drain runs
 
     @property
@@ -216,7 +217,7 @@ def _reserved(record: NodeRecord) -> dict[str, Any]:
         "Cpu": {"CpuShares": record.reserved_cpu_shares},
         "Disk": {"DiskMB": 0},
         "Memory": {"MemoryMB": record.reserved_memory_mb},
-        "Networks": {"ReservedHostPorts": ""},
+        "Networks": {"ReservedHostPorts": record.reserved_ports},
     }
 
 

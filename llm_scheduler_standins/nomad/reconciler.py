@@ -10,6 +10,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from llm_scheduler_standins.fleet_model import parse_ports
 from llm_scheduler_standins.nomad import deployments
 from llm_scheduler_standins.nomad import views as json_views
 from llm_scheduler_standins.nomad.alloc_status import ALLOC_NOT_NEEDED, is_terminal
@@ -55,6 +56,7 @@ def node_views(cluster: Cluster) -> list[NodeView]:
             # Nomad's scheduler subtracts the node's ReservedResources from what it offers.
             used_shares=record.reserved_cpu_shares,
             used_memory_mb=record.reserved_memory_mb,
+            used_ports=parse_ports(record.reserved_ports),
         )
         result.append(view)
     by_id = {v.node.id: v for v in result}

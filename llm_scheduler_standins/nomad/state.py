@@ -340,12 +340,16 @@ def _node_records(fleet: list[Node], reserved: dict[str, tuple[int, int]]) -> di
         raise ValueError(f"node ids must be unique, repeated: {', '.join(dupes)}")
     records: dict[str, NodeRecord] = {}
     for i, node in enumerate(fleet):
-        cpu, memory = reserved.get(node.id, reserved.get("*", (0, 0)))
+        # The fleet's own `reserved` block, unless the caller sets it for the node.
+        own = getattr(node, "reserved", None)
+        default = (own.cpu, own.memory) if own else (0, 0)
+        cpu, memory = reserved.get(node.id, reserved.get("*", default))
         records[node.id] = NodeRecord(
             node=node,
             address=f"10.0.{i // 250}.{10 + i % 250}",
             eligible=node.eligible,
             reserved_cpu_shares=cpu,
             reserved_memory_mb=memory,
+            reserved_ports=own.reserved_ports if own else "",
         )
     return records

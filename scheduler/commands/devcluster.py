@@ -11,7 +11,11 @@ def register(app: typer.Typer) -> None:
         consul_port: int = typer.Option(0, "--consul-port", help="0 picks a free port"),
         nomad_port: int = typer.Option(0, "--nomad-port", help="0 picks a free port"),
         fleet: str | None = typer.Option(
-            None, "--fleet", help="YAML or JSON list of nodes; default: the built-in fleet"
+            None,
+            "--fleet",
+            help="YAML or JSON list of nodes (a snapshot's node format; each may have a "
+            "`reserved: {cpu: MHz, memory: MB, reserved_ports: '22,8000-8010'}` block, as a "
+            "Nomad client's, kept from every placement); default: the built-in fleet",
         ),
         load_delay: float = typer.Option(
             1.0, "--load-delay", min=0, help="seconds an allocation stays pending"
@@ -20,10 +24,13 @@ def register(app: typer.Typer) -> None:
             True,
             "--model-servers/--no-model-servers",
             help="serve /health, /v1/models and vLLM/SGLang /metrics for each running replica "
-            "(on loopback; idle unless load is offered), for `run --signals scrape`",
+            "(on loopback; idle unless load is offered), for `LLM_SCHEDULER_SIGNALS=scrape "
+            "llm-scheduler run`",
         ),
     ) -> None:
-        """Run embedded Consul and Nomad stand-ins (GPU fleet included) until Ctrl-C."""
+        """Run embedded Consul and Nomad stand-ins (GPU fleet included) until Ctrl-C.
+
+        Prints `export CONSUL_HTTP_ADDR=… NOMAD_ADDR=…` first, to paste into another shell."""
         import signal
         import sys
         import threading
@@ -56,8 +63,16 @@ def register(app: typer.Typer) -> None:
 
         signal.signal(signal.SIGINT, _stop)
         signal.signal(signal.SIGTERM, _stop)
-        print(f"consul {cluster.consul_url}", flush=True)
-        print(f"nomad {cluster.nomad_url}", flush=True)
+        print(
+            f"export CONSUL_HTTP_ADDR={cluster.consul_url} NOMAD_ADDR={cluster.nomad_url}",
+            flush=True,
+        )
+        print(
+            f"devcluster: {len(nodes)} nodes; paste the line above into the shell that runs "
+            "llm-scheduler; Ctrl-C stops",
+            file=sys.stderr,
+            flush=True,
+        )
         try:
             while not done.wait(0.5):
                 pass

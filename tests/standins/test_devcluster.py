@@ -20,7 +20,9 @@ from llm_scheduler_standins.devcluster import DevCluster
 from llm_scheduler_standins.fleet import FleetError, builtin_fleet, load_fleet
 
 CLI = [sys.executable, "-c", "from scheduler.cli import main; main()"]
-LINE = re.compile(r"^(consul|nomad) http://127\.0\.0\.1:(\d+)$")
+EXPORT = re.compile(
+    r"^export CONSUL_HTTP_ADDR=(http://127\.0\.0\.1:\d+) NOMAD_ADDR=(http://127\.0\.0\.1:\d+)$"
+)
 
 
 def _job(node_id: str) -> dict:
@@ -69,18 +71,13 @@ def test_nomad_services_appear_in_consul() -> None:
         assert cluster.nomad.jobs()[0]["Stop"] is True
 
 
-def test_devcluster_command_prints_both_urls_and_stops_on_sigterm(tmp_path: Path) -> None:
+def test_devcluster_command_prints_the_line_to_paste_and_stops_on_sigterm(
+    tmp_path: Path,
+) -> None:
     fleet_file = tmp_path / "fleet.json"
     fleet_file.write_text(json.dumps([builtin_fleet()[0].model_dump()]))
     proc = subprocess.Popen(
-        [
-            *CLI,
-            "devcluster",
-            "--fleet",
-            str(fleet_file),
-            "--load-delay",
-            "0.1",
-        ],
+        [*CLI, "devcluster", "--fleet", str(fleet_file), "--load-delay", "0.1"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -88,20 +85,90 @@ def test_devcluster_command_prints_both_urls_and_stops_on_sigterm(tmp_path: Path
     )
     try:
         assert proc.stdout is not None
-        lines = [proc.stdout.readline().strip(), proc.stdout.readline().strip()]
-        matches = [LINE.match(line) for line in lines]
-        if not all(matches):
+        line = proc.stdout.readline().strip()
+        match = EXPORT.match(line)
+        if not match:
             proc.kill()
             out, err = proc.communicate(timeout=10)
-            raise AssertionError(f"{lines} rc={proc.returncode} out={out!r} err={err[-2000:]!r}")
-        urls = {m.group(1): f"http://127.0.0.1:{m.group(2)}" for m in matches if m}
-        assert set(urls) == {"consul", "nomad"}
-        assert len(httpx.get(f"{urls['nomad']}/v1/nodes").json()) == 1
-        assert httpx.get(f"{urls['consul']}/v1/kv/nothing").status_code == 404
+            raise AssertionError(f"{line!r} rc={proc.returncode} out={out!r} err={err[-2000:]!r}")
+        consul_url, nomad_url = match.groups()
+        assert len(httpx.get(f"{nomad_url}/v1/nodes").json()) == 1
+        assert httpx.get(f"{consul_url}/v1/kv/nothing").status_code == 404
     finally:
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(timeout=10)
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
     assert code == 0
+
+
+def test_a_fleet_files_reserved_block_is_kept_from_placements_as_nomad_does(
+    tmp_path: Path,
+) -> None:
+    """Nomad shows a client's `reserved` block as the node's ReservedResources and its
+    scheduler offers only the rest (memory, CPU, and host ports)."""
+    path = tmp_path / "fleet.yaml"
+    path.write_text(
+        "- id: n1\n  name: gpu-1\n  cpu_cores: 8\n  memory_gb: 16\n"
+        "  reserved: {cpu: 2000, memory: 4096, reserved_ports: '22,8000-8001'}\n"
+        "  gpus: [{id: GPU-1, model: NVIDIA L40S, memory_gb: 48}]\n"
+    )
+    (node,) = load_fleet(path)
+    with DevCluster([node], load_delay_s=0.05) as cluster:
+        body = httpx.get(f"{cluster.nomad_url}/v1/node/n1").json()
+        assert body["ReservedResources"] == {
+            "Cpu": {"CpuShares": 2000},
+            "Disk": {"DiskMB": 0},
+            "Memory": {"MemoryMB": 4096},
+            "Networks": {"ReservedHostPorts": "22,8000-8001"},
+        }
+
+        def register(job_id: str, memory_mb: int, port: int | None) -> dict:
+            job = _job("n1")["Job"]
+            job["ID"] = job_id
+            group = job["TaskGroups"][0]
+            group["Tasks"][0]["Resources"]["MemoryMB"] = memory_mb
+            if port is not None:
+                group["Networks"] = [{"ReservedPorts": [{"Label": "http", "Value": port}]}]
+            answer = httpx.put(f"{cluster.nomad_url}/v1/jobs", json={"Job": job})
+            assert answer.status_code == 200, answer.text
+            evaluation = answer.json()["EvalID"]
+            return httpx.get(f"{cluster.nomad_url}/v1/evaluation/{evaluation}").json()
+
+        taken = register("on-a-reserved-port", 64, 8001)
+        assert taken["FailedTGAllocs"]["shard-0"]["DimensionExhausted"] == {
+            "network: reserved port collision": 1
+        }
+        # 16 GiB less 4 GiB reserved: 13 GiB does not fit, 12 GiB does.
+        refused = register("too-big", 13 * 1024, None)
+        assert refused["FailedTGAllocs"]["shard-0"]["DimensionExhausted"] == {"memory": 1}
+        assert not register("fits", 12 * 1024, None)["FailedTGAllocs"]
+
+
+def test_a_bad_reserved_block_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "fleet.yaml"
+    path.write_text(
+        "- {id: a, name: a, cpu_cores: 1, memory_gb: 1, reserved: {reserved_ports: '22,x'}}\n"
+    )
+    with pytest.raises(FleetError) as err:
+        load_fleet(path)
+    assert "node[0].reserved.reserved_ports" in str(err.value) and "'x'" in str(err.value)
+
+
+def test_no_help_names_a_run_option_that_does_not_exist() -> None:
+    import typer.main
+
+    from scheduler.cli import app
+
+    group = typer.main.get_command(app)
+    run_options = {o for p in group.commands["run"].params for o in p.opts}  # type: ignore[attr-defined]
+    texts = [group.help or ""]
+    for command in group.commands.values():  # type: ignore[attr-defined]
+        texts.append(command.help or "")
+        texts += [getattr(p, "help", None) or "" for p in command.params]
+    named = {m for text in texts for m in re.findall(r"\brun (--[a-z][a-z-]*)", text)}
+    assert named <= run_options, named - run_options
 
 
 def test_devcluster_command_reports_a_bad_fleet(tmp_path: Path) -> None:
@@ -191,5 +258,5 @@ def test_a_snapshots_nodes_load_as_a_fleet(tmp_path: Path) -> None:
     (node,) = load_fleet(path)
     assert type(node).__module__ == "llm_scheduler_standins.fleet_model"
     # The reported cache is the scheduler's; the stand-in cache the fleet's own.
-    kept = node.model_dump(exclude={"model_cache"})
+    kept = node.model_dump(exclude={"model_cache", "reserved"})
     assert kept == seen.model_dump(exclude={"held", "draining", "address", "cache"})
