@@ -11,11 +11,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from scheduler.adapters.kv_layout import KVLayout
 from scheduler.core.contract_base import Record
 from scheduler.core.models import Model, Quota
+from scheduler.ops.catalog_problems import problems
 from scheduler.serving.catalog_model import CatalogModel
 
 Kind = Literal["models", "quotas"]
@@ -27,14 +28,6 @@ class CatalogError(ValueError):
     def __init__(self, lines: list[str]) -> None:
         super().__init__("; ".join(lines))
         self.lines = lines
-
-
-def _format_validation(err: ValidationError, root: str) -> list[str]:
-    try:
-        from scheduler.core.validate import format_validation_error
-    except ImportError:  # the core's formatter is optional; keep a plain one
-        return [f"{root}: {'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in err.errors()]
-    return format_validation_error(err, root=root)
 
 
 def load_documents(path: str | Path, text: str | None = None) -> list[Any]:
@@ -92,12 +85,13 @@ def parse(docs: list[Any], kind: Kind) -> list[Model] | list[Quota]:
         if not isinstance(raw, dict):
             errors.append(f"{where}: expected an object, got {type(raw).__name__}")
             continue
-        try:
-            parsed.append(cls.model_validate(raw))
-        except ValidationError as err:
+        found = problems(cls, raw)
+        if found:
             label = raw.get("name") if kind == "models" else raw.get("owner")
             root = f"{where} ({label})" if isinstance(label, str) else where
-            errors += _format_validation(err, root)
+            errors += [f"{root}: {line}" for line in found]
+            continue
+        parsed.append(cls.model_validate(raw))
     ident = [p.name if isinstance(p, Model) else p.owner for p in parsed]
     dupes = sorted({i for i in ident if ident.count(i) > 1})
     if dupes:
@@ -229,8 +223,9 @@ def read_all(
             continue
         if cls is Quota:
             value = {"owner": tail, **value}
-        try:
+        found = problems(cls, value)
+        if found:
+            errors += [f"{key}: {line}" for line in found]
+        else:
             items.append(cls.model_validate(value))
-        except ValidationError as err:
-            errors += _format_validation(err, key)
     return items, errors
