@@ -2,7 +2,8 @@
 
 `plan` is offline: it prints a layout (profile and placement start of every GPU instance) as
 JSON, exit 0, or the reason none exists, exit 1. `apply` re-partitions an idle GPU of this node
-through NVML, and only with --apply; without it, it prints what it would do. Bad --want: exit 2.
+through NVML, and only with --apply; without it, it prints what it would do. Bad --want, or a
+--gpu that matches several tables ("A100": 40 and 80 GB): exit 2.
 """
 
 from __future__ import annotations
@@ -25,6 +26,26 @@ def _want(texts: list[str]) -> dict[str, int]:
         raise typer.Exit(2) from None
 
 
+def _one_table(gpu: str) -> None:
+    """Refuse a --gpu that names a family with several MIG tables ("A100": 40 and 80 GB), which
+    would otherwise silently get one of them; exit 2 listing the matches."""
+    from scheduler.core.mig_geometry import GEOMETRIES, geometry_for
+
+    text = gpu.strip().upper()
+    if any(text in (g.key.upper(), g.display_name.upper()) for g in GEOMETRIES):
+        return
+    matches = [g for g in GEOMETRIES if text in g.display_name.upper() or text in g.key.upper()]
+    resolved = geometry_for(gpu)
+    if resolved is not None:
+        family, size = resolved.key.upper().split("-", 1)
+        if size not in text.replace(" ", ""):
+            matches = [g for g in GEOMETRIES if g.key.upper().startswith(family + "-")]
+    if len(matches) > 1:
+        names = ", ".join(f'"{g.display_name}" ({g.key})' for g in matches)
+        typer.echo(f"--gpu {gpu!r} matches more than one MIG table: {names}; name one", err=True)
+        raise typer.Exit(2)
+
+
 def register(app: typer.Typer) -> None:
     mig = typer.Typer(help="Plan and apply MIG layouts.", no_args_is_help=True)
     app.add_typer(mig, name="mig")
@@ -37,6 +58,7 @@ def register(app: typer.Typer) -> None:
         """Print a MIG layout holding the wanted instances, as JSON."""
         from scheduler.core.mig_geometry import LayoutError, plan_layout
 
+        _one_table(gpu)
         result = plan_layout(gpu, _want(want))
         if isinstance(result, LayoutError):
             typer.echo(result.reason, err=True)
@@ -48,6 +70,7 @@ def register(app: typer.Typer) -> None:
         gpu: str = typer.Option(..., "--gpu", help='GPU model, e.g. "NVIDIA H200"'),
     ) -> None:
         """Print the MIG profiles of a GPU model: slices, maximum count, placement starts."""
+        _one_table(gpu)
         _print_profiles(gpu)
 
     @mig.command("apply")

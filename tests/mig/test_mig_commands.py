@@ -44,6 +44,25 @@ def test_plan_rejects_bad_want_syntax_with_exit_2(want: str) -> None:
     assert "Traceback" not in result.output
 
 
+@pytest.mark.parametrize("command", ["plan", "profiles"])
+@pytest.mark.parametrize("gpu", ["A100", "a100", "NVIDIA A100", "A100 PCIe"])
+def test_a_gpu_name_with_several_tables_is_refused_listing_them(command: str, gpu: str) -> None:
+    args = ["mig", command, "--gpu", gpu] + (["--want", "1g.10gb=1"] if command == "plan" else [])
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr.strip() == (
+        f"--gpu {gpu!r} matches more than one MIG table: "
+        '"NVIDIA A100-SXM4-40GB" (a100-40gb), "NVIDIA A100-SXM4-80GB" (a100-80gb); name one'
+    )
+
+
+@pytest.mark.parametrize("gpu", ["H100", "A100 80GB", "NVIDIA A100-PCIE-40GB", "a100-40gb"])
+def test_a_gpu_name_with_one_table_is_planned(gpu: str) -> None:
+    result = runner.invoke(app, ["mig", "plan", "--gpu", gpu, "--want", "1g.10gb=1"])
+    assert result.exit_code == 0, result.output
+
+
 def _fake_with_idle_mig_gpu() -> FakeNvml:
     return FakeNvml(a100_mig_fleet())  # GPU 1: MIG on, 3g.40gb x2, no processes
 
