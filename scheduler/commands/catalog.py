@@ -113,6 +113,7 @@ def _list(kind: str, as_json: bool, prefix: str | None) -> None:
         esc,
         hidden_by_acl,
         print_json,
+        print_table_or_lines,
         require_read,
         working,
     )
@@ -139,9 +140,8 @@ def _list(kind: str, as_json: bool, prefix: str | None) -> None:
             }
         )
         return
-    table = _table(kind, where, items)
     if items:
-        console.print(table)
+        print_table_or_lines(_table(kind, where, items), lambda: _lines(kind, items))
     else:
         console.print(f"no {kind} under {esc(where)}", highlight=False)
     for line in errors:
@@ -163,24 +163,50 @@ def _table(kind: str, where: str, items: list[Any]) -> Any:
     if kind == "models":
         table = Table(title=f"models under {esc(where)}")
         for col in ("name", "owner", "class", "min", "max", "target", "on demand", "profiles"):
-            table.add_column(col)
+            table.add_column(col, no_wrap=col in ("name", "owner"))  # names are never cut
         for m in items:
-            profiles = ", ".join(
-                p.name + (f" ({p.mig_profile})" if p.mig_profile else f" ({p.gpus}x{p.shards})")
-                for p in m.profiles
-            )
             s = m.scaling
             table.add_row(
                 esc(m.name), esc(m.owner), m.class_, str(s.min), str(s.max),
-                f"{s.target_per_replica:g}", "yes" if s.on_demand else "no", esc(profiles),
+                f"{s.target_per_replica:g}", "yes" if s.on_demand else "no", esc(_profiles(m)),
             )  # fmt: skip
     else:
         table = Table(title=f"quotas under {esc(where)}")
         for col in ("owner", "guarantee", "limit"):
-            table.add_column(col)
+            table.add_column(col, no_wrap=col == "owner")
         for q in items:
             table.add_row(esc(q.owner), _amount(q.guarantee), _amount(q.limit) if q.limit else "-")
     return table
+
+
+def _lines(kind: str, items: list[Any]) -> list[str]:
+    """One line per item, for a terminal too narrow for the table."""
+    return [_model_line(m) if kind == "models" else _quota_line(m) for m in items]
+
+
+def _profiles(m: Any) -> str:
+    return ", ".join(
+        p.name + (f" ({p.mig_profile})" if p.mig_profile else f" ({p.gpus}x{p.shards})")
+        for p in m.profiles
+    )
+
+
+def _model_line(m: Any) -> str:
+    from scheduler.ops.cli_support import esc
+
+    s = m.scaling
+    return (
+        f"[bold]{esc(m.name)}[/] ({esc(m.owner)}, {m.class_}): min {s.min}, max {s.max}, "
+        f"target {s.target_per_replica:g}{', on demand' if s.on_demand else ''}; "
+        f"profiles {esc(_profiles(m))}"
+    )
+
+
+def _quota_line(q: Any) -> str:
+    from scheduler.ops.cli_support import esc
+
+    limit = _amount(q.limit) if q.limit else "-"
+    return f"{esc(q.owner)}: guarantee {_amount(q.guarantee)}; limit {limit}"
 
 
 def _amount(amount: Any) -> str:

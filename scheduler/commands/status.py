@@ -48,6 +48,7 @@ def _status(as_json: bool, prefix: str | None) -> None:
         err_console,
         esc,
         print_json,
+        print_table_or_lines,
         require_read,
         working,
     )
@@ -76,29 +77,63 @@ def _status(as_json: bool, prefix: str | None) -> None:
         )
     table = Table(title=f"models ({esc(kv.status)})")
     for col in ("model", "desired", "live", "replicas", "pending", "last error", "updated"):
-        table.add_column(col, overflow="fold")
+        # Names and timestamps are never split: the reason columns wrap instead.
+        table.add_column(col, no_wrap=col in ("model", "updated"))
     for name, r in sorted(report.records.items()):
-        states: dict[str, int] = {}
-        for rep in r.replicas:
-            states[rep.state] = states.get(rep.state, 0) + 1
         live = f"[green]{r.live}[/]" if r.live >= r.desired else f"[yellow]{r.live}[/]"
         table.add_row(
-            esc(name), str(r.desired), live,
-            esc(", ".join(f"{n} {s}" for s, n in sorted(states.items()))),
-            "; ".join(
-                [*([f"[yellow]{esc(r.pending)}[/]"
-                    + (f" ({esc(r.pending_code)})" if r.pending_code else "")]
-                   if r.pending else []),
-                 *[f"[red]stopped {esc(t.replica)}[/] ({esc(t.code)})" for t in r.timed_out],
-                 *([f"[cyan]{esc(r.rollout)}[/]"] if r.rollout else [])]
-            ),
+            esc(name), str(r.desired), live, esc(_replica_states(r)), _pending_cell(r),
             f"[red]{esc(r.last_error)}[/]" if r.last_error else "",
             esc(r.updated_at or ""),
         )  # fmt: skip
     if report.records:
-        console.print(table)
+        print_table_or_lines(table, lambda: _status_lines(report.records))
     for line in report.general_errors + report.unreadable:
         err_console.print(f"[yellow]warning:[/] {esc(line)}", highlight=False)
+
+
+def _live_and_wanted(live: int | None, desired: int | None) -> str:
+    """ "2 replicas live, 3 wanted" (never "3 of 0 replicas live")."""
+    n = live or 0
+    return f"{n} replica{'s' if n != 1 else ''} live, {desired or 0} wanted"
+
+
+def _replica_states(r: Any) -> str:
+    states: dict[str, int] = {}
+    for rep in r.replicas:
+        states[rep.state] = states.get(rep.state, 0) + 1
+    return ", ".join(f"{n} {s}" for s, n in sorted(states.items()))
+
+
+def _pending_cell(r: Any) -> str:
+    from scheduler.ops.cli_support import esc
+
+    return "; ".join(
+        [*([f"[yellow]{esc(r.pending)}[/]"
+            + (f" ({esc(r.pending_code)})" if r.pending_code else "")]
+           if r.pending else []),
+         *[f"[red]stopped {esc(t.replica)}[/] ({esc(t.code)})" for t in r.timed_out],
+         *([f"[cyan]{esc(r.rollout)}[/]"] if r.rollout else [])]
+    )  # fmt: skip
+
+
+def _status_lines(records: dict[str, Any]) -> list[str]:
+    """Status one model at a time, for a terminal too narrow for the table."""
+    from scheduler.ops.cli_support import esc
+
+    lines = []
+    for name, r in sorted(records.items()):
+        states = _replica_states(r)
+        lines.append(
+            f"[bold]{esc(name)}[/]: {_live_and_wanted(r.live, r.desired)}"
+            + (f" ({esc(states)})" if states else "")
+            + (f", updated {esc(r.updated_at)}" if r.updated_at else "")
+        )
+        if r.pending or r.rollout or r.timed_out:
+            lines.append(f"  pending: {_pending_cell(r)}")
+        if r.last_error:
+            lines.append(f"  last error: [red]{esc(r.last_error)}[/]")
+    return lines
 
 
 def _why(model: str, as_json: bool, prefix: str | None) -> None:
@@ -152,7 +187,7 @@ def _why(model: str, as_json: bool, prefix: str | None) -> None:
         return
     where = "status record" if record else "no status record yet: what the next pass would do"
     console.print(
-        f"[bold]{esc(model)}[/]: {live} of {desired} replicas live ({where})", highlight=False
+        f"[bold]{esc(model)}[/]: {_live_and_wanted(live, desired)} ({where})", highlight=False
     )
     if scaling:
         console.print(f"scaling: {esc(scaling)}", highlight=False)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, NoReturn, TypeVar
 
@@ -51,6 +51,25 @@ class CLIConsole(Console):
 
 console = CLIConsole()
 err_console = CLIConsole(stderr=True)
+
+
+def fits(table: Any, out: Console | None = None) -> bool:
+    """Whether `table` fits the console without cutting or splitting a no-wrap column (names,
+    timestamps): rich would otherwise shorten them with an ellipsis to make the row fit."""
+    from rich.measure import Measurement
+
+    out = out or console
+    needed = Measurement.get(out, out.options.update_width(100_000), table).minimum
+    return needed <= out.size.width
+
+
+def print_table_or_lines(table: Any, lines: Callable[[], Iterable[str]]) -> None:
+    """The table when it fits; else one line per row, whole (the terminal wraps a long one)."""
+    if fits(table):
+        console.print(table)
+        return
+    for line in lines():
+        console.print(line, highlight=False, soft_wrap=True)
 
 
 def esc(value: object) -> str:

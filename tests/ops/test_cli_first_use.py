@@ -169,7 +169,7 @@ def test_why_before_the_first_pass_says_what_the_next_pass_would_do(
     consul_kv.kv.put(prefix + "models/chat", json.dumps(model))  # type: ignore[attr-defined]
     result = _invoke("why", "chat")
     assert result.exit_code == 0, result.output
-    assert "0 of 1 replicas live" in result.stdout
+    assert "0 replicas live, 1 wanted" in result.stdout
     assert "has what it wants" not in result.stdout
     assert "the next pass would start 1 replica (profile one)" in result.stdout
     data = json.loads(_invoke("why", "chat", "--json").stdout)

@@ -61,7 +61,7 @@ def test_status_lists_every_model_from_the_records(records: None) -> None:
 def test_why_explains_each_profile_from_the_record(records: None) -> None:
     code, out = _run("why", "llama-70b")
     assert code == 0, out
-    assert "1 of 2 replicas live (status record)" in out
+    assert "1 replica live, 2 wanted (status record)" in out
     assert "no node with 4 free H100 GPUs" in out
     assert "tried tp4: gpus on 6 nodes, gpu_model on 0 nodes" in out
     assert "tried mig: mig_profile on 1 node (no 3g.40gb free)" in out
