@@ -14,10 +14,20 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import structlog
 from typer.testing import CliRunner
 
 from scheduler.adapters.kv_layout import KVLayout
 from scheduler.cli import app
+
+
+@pytest.fixture(autouse=True)
+def _logging_as_it_was() -> Iterator[None]:
+    """`run` points structlog at the stderr it is given: the runner's, closed after the call.
+    Later tests must not log into it."""
+    saved = structlog.get_config()
+    yield
+    structlog.configure(**saved)
 
 
 def _invoke(*args: str, env: dict[str, str] | None = None) -> Any:
