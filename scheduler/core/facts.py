@@ -353,6 +353,14 @@ def collect(snap: Snapshot) -> Collected:
     )
 
 
+QUOTA_UNITS = {"gpus": "GPUs", "cpu_cores": "CPU cores", "memory_gb": "GB of memory"}
+
+
+def _amount(value: float) -> str:
+    """44.57, not 44.5714 (a MIG slice counts as a fraction of a GPU)."""
+    return f"{value:.2f}".rstrip("0").rstrip(".")
+
+
 def limit_exceeded(
     limits: dict[str, Amount], usage: dict[str, Vec], owner: str, need: Vec
 ) -> str | None:
@@ -367,8 +375,9 @@ def limit_exceeded(
             (("gpus", limit.gpus), ("cpu_cores", limit.cpu_cores), ("memory_gb", limit.memory_gb))
         ):
             if cap is not None and have[i] + need[i] > cap + 1e-9:
+                unit = QUOTA_UNITS.get(dim, dim)
                 return (
-                    f"quota limit of {p} reached ({dim}: {have[i]:g} in use + "
-                    f"{need[i]:g} for one more replica > {cap:g})"
+                    f"quota limit of {p} reached: {_amount(have[i])} of {_amount(cap)} {unit} "
+                    f"in use, one more replica needs {_amount(need[i])}"
                 )
     return None

@@ -25,7 +25,8 @@ def describe(p: Profile) -> str:
 def sentence(profile: Profile, n_fits: int, texts: dict[str, int]) -> str:
     """The `pending` sentence of one profile; `texts`: nodes per filter sentence."""
     total = sum(texts.values())
-    parts = ", ".join(f"{n} {r}" for r, n in sorted(texts.items(), key=lambda kv: (-kv[1], kv[0])))
+    order = sorted(texts.items(), key=lambda kv: (-kv[1], kv[0]))
+    parts = ", ".join(f"{r} on {n} node{'s' if n != 1 else ''}" for r, n in order)
     if profile.shards > 1:
         text = (
             f"profile {profile.name}: only {n_fits} of {profile.shards} distinct nodes "
@@ -35,8 +36,10 @@ def sentence(profile: Profile, n_fits: int, texts: dict[str, int]) -> str:
         text = f"profile {profile.name}: no free {profile.mig_profile} slice"
     else:
         text = f"profile {profile.name}: no node has {describe(profile)}"
-    if total:
-        text += f" (short on {total} node{'s' if total != 1 else ''}: {parts})"
+    if len(texts) == 1 and order[0][0] in text:  # the headline already says why
+        text += " on " + ("the only node" if total == 1 else f"any of {total} nodes")
+    elif total:
+        text += f" ({parts})"
     return text
 
 

@@ -106,7 +106,7 @@ def test_a_static_extra_filter_decides_and_explains_per_node() -> None:
         "gpu-count": {"too few free GPUs": 1},
         "only-pool": {"not in pool gpu": 2},
     }
-    assert "(short on 3 nodes: 2 not in pool gpu, 1 too few free GPUs)" in status.pending
+    assert "(not in pool gpu on 2 nodes, too few free GPUs on 1 node)" in status.pending
     # Its verdict is remembered per node for the pass, not asked again on every visit.
     assert only.calls <= 2 * len(snap.nodes)
 
@@ -184,6 +184,6 @@ def test_a_filter_that_says_different_things_is_counted_once_with_all_its_words(
         "node-resources": {"too few free CPU cores": 1, "too little free memory": 1},
     }
     assert status.pending == (
-        "profile p: no node has 4 free GPUs (short on 3 nodes: 1 too few free CPU cores, "
-        "1 too few free GPUs, 1 too little free memory)"
+        "profile p: no node has 4 free GPUs (too few free CPU cores on 1 node, "
+        "too few free GPUs on 1 node, too little free memory on 1 node)"
     )
