@@ -3,6 +3,7 @@ the core's pydantic models before anything is written, then write changed keys w
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import json
 from collections.abc import Iterable
@@ -11,11 +12,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from scheduler.adapters.kv_layout import KVLayout
 from scheduler.core.contract_base import Record
-from scheduler.core.models import Model, Quota
+from scheduler.core.models import Model, Quota, Settings
 from scheduler.ops.catalog_problems import problems
 from scheduler.serving.catalog_model import CatalogModel
 
@@ -120,6 +121,7 @@ class Change:
     old: dict[str, Any] | None
     new: dict[str, Any] | None  # None: delete the key
     index: int  # ModifyIndex read before; 0 = the key must not exist yet (CAS)
+    after: str = "file"  # what the diff's new side is: the file, or what a delete does
 
     @property
     def action(self) -> Literal["create", "update", "unchanged", "delete"]:
@@ -138,7 +140,7 @@ class Change:
                 lines(self.old),
                 lines(self.new),
                 f"{self.key} (consul)",
-                f"{self.key} (file)",
+                f"{self.key} ({self.after})",
                 "",
                 "",
                 2,
@@ -173,13 +175,24 @@ def plan_deletes(client: Any, kv: KVLayout, names: list[str]) -> list[Change]:
     """Deleting models: the same diff and CAS as apply. The scheduler retires a deleted model
     (its replicas stop after settings.retire_grace_s)."""
     changes = []
+    after = when_retired(client, kv)
     for name in names:
         key = kv.model_key(name)
         _, entry = client.kv.get(key)
         old = _stored(entry["Value"]) if entry else None
         index = int(entry["ModifyIndex"]) if entry else 0
-        changes.append(Change(key, name, old, None, index))
+        changes.append(Change(key, name, old, None, index, after))
     return changes
+
+
+def when_retired(client: Any, kv: KVLayout) -> str:
+    """When the replicas of a deleted model stop: settings.retire_grace_s after the scheduler
+    sees the key gone (the default when settings are absent or unreadable)."""
+    grace = Settings().retire_grace_s
+    _, entry = client.kv.get(kv.settings)
+    with contextlib.suppress(ValidationError):  # a bad value: `status` reports it
+        grace = Settings.model_validate_json(entry["Value"]).retire_grace_s if entry else grace
+    return f"deleted: its replicas stop {grace} s after the scheduler sees it (retire_grace_s)"
 
 
 def write_changes(client: Any, changes: list[Change]) -> list[str]:

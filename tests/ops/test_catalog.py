@@ -119,3 +119,22 @@ def test_a_file_that_is_not_yaml_names_the_line(tmp_path: Path) -> None:
     f.write_text("models:\n  - name: [unclosed\n")
     code, out = _run("models", "apply", "-f", str(f))
     assert code == 1 and "not valid YAML or JSON at line" in out
+
+
+def test_the_delete_diff_says_when_the_replicas_stop(consul_kv: object, tmp_path: Path) -> None:
+    f = tmp_path / "models.yaml"
+    f.write_text(GOOD)
+    assert _run("models", "apply", "-f", str(f))[0] == 0
+    consul_kv.kv.put("llm-scheduler/settings", json.dumps({"retire_grace_s": 900}))  # type: ignore[attr-defined]
+    try:
+        code, out = _run("models", "delete", "tiny-1b", "--dry-run")
+    finally:
+        consul_kv.kv.delete("llm-scheduler/settings")  # type: ignore[attr-defined]
+        consul_kv.kv.delete("llm-scheduler/models/", recurse=True)  # type: ignore[attr-defined]
+    assert code == 0, out
+    header = next(line for line in out.splitlines() if line.startswith("+++"))
+    assert header == (
+        "+++ llm-scheduler/models/tiny-1b (deleted: its replicas stop 900 s after the "
+        "scheduler sees it (retire_grace_s))"
+    )
+    assert "(file)" not in out
