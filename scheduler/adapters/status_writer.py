@@ -1,14 +1,16 @@
 """`<prefix>status/<model>` records, written only when their content changes, with CAS.
 
-{desired, live, pending, pending_code, rollout, why, replicas: [{id, state, nodes, devices}],
-last_error, timed_out: [{replica, code, reason}], updated_at}, and while the model is pending
-`tried`: what each profile ran into (per filter, on how many nodes), which `llm-scheduler
-why` shows without deciding again.
+{desired, live, pending, pending_code, rollout, why,
+replicas: [{id, state, nodes, node_names, devices}], last_error,
+timed_out: [{replica, code, reason}], updated_at}, and while the model is pending `tried`: what
+each profile ran into (per filter, on how many nodes), which `llm-scheduler why` shows without
+deciding again.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from scheduler.adapters.consul_kv import (
@@ -25,8 +27,13 @@ from scheduler.core.models import ModelStatus, Replica
 
 
 def status_record(
-    status: ModelStatus | None, replicas: list[Replica], last_error: str | None
+    status: ModelStatus | None,
+    replicas: list[Replica],
+    last_error: str | None,
+    node_names: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
+    """`node_names`: node id -> name, so that an operator reads names beside the ids."""
+    names = node_names or {}
     return {
         "desired": status.desired if status else 0,
         "live": status.live if status else sum(1 for r in replicas if r.counts),
@@ -41,6 +48,7 @@ def status_record(
                 "id": r.id,
                 "state": r.state,
                 "nodes": [s.node for s in r.shards],
+                "node_names": [names.get(s.node, s.node) for s in r.shards],
                 "devices": [d for s in r.shards for d in s.gpus],
             }
             for r in sorted(replicas, key=lambda r: r.id)

@@ -17,6 +17,7 @@ class ReplicaRecord(BaseModel):
     id: str
     state: str
     nodes: list[str] = Field(default_factory=list)
+    node_names: list[str] = Field(default_factory=list)  # beside `nodes`, in the same order
     devices: list[str] = Field(default_factory=list)
 
 

@@ -292,7 +292,7 @@ class Actuator:
                 hook(action, False, str(exc))
                 # A failed Nomad call may have been applied; a job that cannot be written not.
                 return None if isinstance(exc, NomadError) else 0
-        return self._started(jid, job, action, _write_index(answer), hook)
+        return self._started(jid, job, action, _write_index(answer), hook, facts.nodes)
 
     def _started(
         self,
@@ -301,6 +301,7 @@ class Actuator:
         action: StartAction,
         written: Written,
         hook: ActionHook,
+        nodes: dict[str, Any],
     ) -> Written:
         if written and self.on_registered is not None:
             self.on_registered(job, written)
@@ -313,7 +314,11 @@ class Actuator:
             job=jid,
             model=action.model,
             profile=action.profile,
-            shards=[s.model_dump() for s in action.shards],
+            # Each node's name beside its id, for an operator to read.
+            shards=[
+                {**s.model_dump(), "node_name": n.name if (n := nodes.get(s.node)) else None}
+                for s in action.shards
+            ],
             reason=action.reason,
         )
         hook(action, True, None)

@@ -33,6 +33,7 @@ class StatusInput:
     replicas: list[Replica]
     gone: Gone  # what went missing and since when, for the state key
     present: list[str]  # status keys as read: a model's record goes once the model does
+    node_names: dict[str, str]  # node id -> name, written beside each replica's node ids
 
 
 def status_input(view: ClusterView, layout: KVLayout) -> StatusInput:
@@ -44,6 +45,7 @@ def status_input(view: ClusterView, layout: KVLayout) -> StatusInput:
         warnings=view.warnings,
         replicas=snapshot.replicas,
         gone=view.gone,
+        node_names={n.id: n.name for n in snapshot.nodes},
         present=[
             key
             for e in view.own_entries
@@ -82,7 +84,9 @@ def write_status(
         errors = given.errors.get(name, [])
         action_error = action_errors.get(name)
         last_error = "; ".join([*errors, *([action_error] if action_error else [])]) or None
-        record = status_record(plan.models.get(name), by_model.get(name, []), last_error)
+        record = status_record(
+            plan.models.get(name), by_model.get(name, []), last_error, given.node_names
+        )
         records.append((layout.status_key(name), record))
     status.write_many(records, stamp)
     general = given.errors.get(GENERAL, []) + given.warnings

@@ -123,3 +123,35 @@ def test_start_up_says_where_it_listens_and_that_it_is_a_standby(
     assert "127.0.0.1:0/" not in listening[0]  # the port it got, not the one asked for
     standby = [line for line in seen if "standby" in line]
     assert standby and lock_held_elsewhere in standby[0], seen
+
+
+def test_logs_and_status_name_nodes_by_name_beside_the_id(cluster_env: Any, consul_kv: Any) -> None:
+    import json
+
+    prefix = "node-names-test/"
+    model = {"name": "named", "owner": "org/a", "scaling": {"min": 1, "max": 1},
+             "serve": {"source": "org/x"}, "profiles": [{"name": "one", "gpus": 1}]}  # fmt: skip
+    consul_kv.kv.put(prefix + "models/named", json.dumps(model))
+    env = {**os.environ, "LLM_SCHEDULER_KV_PREFIX": prefix}
+    done = subprocess.run(
+        [sys.executable, "-m", "scheduler", "run", "--once", "--log-format", "json"],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    names = {n.id: n.name for n in cluster_env.fleet}
+    started = [json.loads(x) for x in done.stderr.splitlines() if '"started"' in x]
+    assert started, done.stderr[-2000:]
+    shard = started[0]["shards"][0]
+    assert shard["node_name"] == names[shard["node"]]
+
+    # The next pass sees the replica and writes it into the status record.
+    again = subprocess.run(
+        [sys.executable, "-m", "scheduler", "run", "--once"], env=env, capture_output=True,
+        timeout=120,
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr[-2000:]
+
+    status = CliRunner().invoke(app, ["status", "--json", "--prefix", prefix])
+    assert status.exit_code == 0, status.output
+    (replica,) = json.loads(status.stdout)["models"]["named"]["replicas"]
+    assert replica["node_names"] == [names[node] for node in replica["nodes"]]
