@@ -1,10 +1,12 @@
 from __future__ import annotations
 
+from datetime import timedelta
+
 import httpx
 import pytest
-from ops_helpers import preemption, snapshot_and_plan
+from ops_helpers import NOW, preemption, snapshot_and_plan
 
-from scheduler.core.models import StartAction
+from scheduler.core.models import ModelStatus, Replica, Shard, Snapshot, StartAction
 from scheduler.ops.dashboard import DashboardObserver, parse_listen, serve_ops
 from scheduler.ops.metrics import MetricsObserver
 
@@ -65,10 +67,10 @@ def test_state_api_shows_holders_pending_and_preemptions(served: object) -> None
     assert holders == ["llama-70b"] * 4 + [None] * 4
     mig_holders = [s["holder"] for n in state["nodes"] for g in n["gpus"] for s in g["mig"] or []]
     assert mig_holders.count("tiny-1b") == 1
-    big = plan.models["big-405b"]
-    assert state["pending"] == [
-        {"model": "big-405b", "class": "standard", "reason": big.pending, "code": big.pending_code}
-    ]
+    (pending,) = state["pending"]
+    assert pending["model"] == "big-405b" and pending["class"] == "standard"
+    assert pending["reason"] == plan.models["big-405b"].pending
+    assert pending["code"] == plan.models["big-405b"].pending_code
     assert state["preemptions"][0]["victim"] == "tiny-1b"
     assert state["preemptions"][0]["victim_class"] == "opportunistic"
     assert state["counts"]["preemptions"] == 1
@@ -115,3 +117,73 @@ def test_nodes_are_listed_in_natural_name_order() -> None:
     assert sorted(names, key=natural_key) == [
         "gpu-a100-2", "gpu-a100-10", "gpu-a100-mig-1", "gpu-h100-1",
     ]  # fmt: skip
+
+
+def _with(snap: Snapshot, **update: object) -> Snapshot:
+    return snap.model_copy(update=update)
+
+
+def test_a_retiring_model_is_in_the_models_with_its_replicas() -> None:
+    dash = DashboardObserver()
+    snap, plan = snapshot_and_plan()
+    gone = NOW - timedelta(minutes=3)
+    retiring = _with(snap, models=[m for m in snap.models if m.name != "llama-70b"],
+                     retired={"llama-70b": gone})  # fmt: skip
+    dash.pass_finished(retiring, plan, 0.01, [])
+    models = {m["name"]: m for m in dash.state()["models"]}
+    assert models["llama-70b"]["retiring"] == "2026-12-02T09:57:00Z"
+    assert models["llama-70b"]["live"] == 1 and models["llama-70b"]["desired"] == 0
+    assert models["tiny-1b"]["retiring"] is None
+    assert "llama-70b" in dash.state()["colours"]
+
+
+def test_a_multi_node_replica_is_one_entry_and_each_gpu_knows_its_shard() -> None:
+    dash = DashboardObserver()
+    snap, plan = snapshot_and_plan()
+    a, b = snap.nodes[1], snap.nodes[2]
+    rep = Replica(id="r-9", model="big-405b", profile="tp8x2", state="running", created_at=NOW,
+                  shards=[Shard(node=a.id, gpus=[g.id for g in a.gpus]),
+                          Shard(node=b.id, gpus=[g.id for g in b.gpus])])  # fmt: skip
+    dash.pass_finished(_with(snap, replicas=[*snap.replicas, rep]), plan, 0.01, [])
+    state = dash.state()
+    assert state["multi_node"] == [
+        {"id": "r-9", "model": "big-405b", "state": "running",
+         "shards": [{"node": a.name, "gpus": 8}, {"node": b.name, "gpus": 8}]}
+    ]  # fmt: skip
+    shards = {g["shard"] for n in state["nodes"] for g in n["gpus"] if g["replica"] == "r-9"}
+    assert shards == {"1/2", "2/2"}
+    assert all(g["shard"] is None for n in state["nodes"] for g in n["gpus"]
+               if g["replica"] == "r-1")  # fmt: skip
+
+
+def test_history_of_the_last_hour_and_how_long_each_model_waited() -> None:
+    clock = [1_000_000.0]
+    dash = DashboardObserver(clock=lambda: clock[0])
+    snap, plan = snapshot_and_plan()
+    for _ in range(400):  # 400 passes, one every 15 s: 100 minutes
+        dash.pass_finished(snap, plan, 0.02, [])
+        dash.pass_carried(0.5, [])  # the slowest pass of its step is kept
+        clock[0] += 15
+    history = dash.state()["history"]
+    points = history["points"]
+    assert history["window_s"] == 3600
+    assert clock[0] - 15 - points[0]["at"] <= 3600 and len(points) == 241
+    assert {p["gpus_in_use"] for p in points} == {5}  # 4 H100s and a GPU with a held slice
+    assert {p["pending"] for p in points} == {1}
+    assert {p["pass_s"] for p in points} == {0.5}
+    (pending,) = dash.state()["pending"]
+    assert pending["waited_s"] == 399 * 15
+    assert pending["since"] == "1970-01-12T13:46:40Z"
+    done = plan.model_copy(update={"models": {**plan.models,
+        "big-405b": ModelStatus(desired=1, live=1)}})  # fmt: skip
+    dash.pass_finished(snap, done, 0.02, [])
+    dash.pass_finished(snap, plan, 0.02, [])  # pending again: it waits anew
+    assert dash.state()["pending"][0]["waited_s"] == 0
+
+
+def test_input_errors_reach_the_page_and_stand_on_a_carried_pass() -> None:
+    dash = DashboardObserver()
+    snap, plan = snapshot_and_plan()
+    dash.pass_finished(snap, plan, 0.01, ["llm-scheduler/models/bad: class: invalid"])
+    dash.pass_carried(0.01, ["llm-scheduler/models/bad: class: invalid", "another"])
+    assert dash.state()["input_errors"] == ["llm-scheduler/models/bad: class: invalid", "another"]
