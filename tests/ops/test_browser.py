@@ -114,3 +114,70 @@ def test_dashboard_renders_the_fleet_readably(tmp_path: Path) -> None:
     assert 'data-pending="gemma-2-27b"' in dom
     assert shot.stat().st_size > 10_000
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _everything_state() -> tuple[DashboardObserver, Snapshot]:
+    """A retiring model, a replica over two nodes, bad input, a model waiting for 11 minutes,
+    and an hour of passes behind them."""
+    clock = [NOW.timestamp() - 3600]
+    dash = DashboardObserver(clock=lambda: clock[0])
+    snap, plan = _demo_fleet_state()
+    busy = {d for r in snap.replicas for s in r.shards for d in s.gpus}
+    free = {n.id: [g.id for g in n.gpus if g.mig is None and g.id not in busy] for n in snap.nodes}
+    h1, h2 = [n for n in snap.nodes if len(free[n.id]) >= 2][:2]
+    split = Replica(id="r-multi", model="gemma-2-27b", profile="tp2", state="running",
+                    created_at=NOW, shards=[Shard(node=n.id, gpus=free[n.id][:2])
+                                            for n in (h1, h2)])  # fmt: skip
+    retiring = "qwen-retired-model-7b"
+    third = snap.nodes[2]
+    old = Replica(id="r-old", model=retiring, profile="p", state="running", created_at=NOW,
+                  shards=[Shard(node=third.id, gpus=[third.gpus[-1].id])])  # fmt: skip
+    snap = snap.model_copy(update={"replicas": [*snap.replicas, split, old],
+                                   "retired": {retiring: NOW}})  # fmt: skip
+    errors = ["llm-scheduler/models/broken: class: Input should be 'critical', 'standard' "
+              "or 'opportunistic'"]  # fmt: skip
+    quiet = plan.model_copy(update={"models": {**plan.models,
+        "gemma-2-27b": ModelStatus(desired=2, live=2)}})  # fmt: skip
+    for minute in range(60):
+        dash.pass_finished(snap, quiet if minute < 48 else plan, 0.02 + minute / 1000, errors)
+        clock[0] += 60
+    return dash, snap
+
+
+def test_dashboard_shows_retiring_multi_node_bad_input_and_history_at_800px(
+    tmp_path: Path,
+) -> None:
+    dash, snap = _everything_state()
+    server = serve_ops(dash, port=0)
+    try:
+        page = server.url + "/?check"
+        dom = _chromium("--virtual-time-budget=5000", "--window-size=800,2400", "--dump-dom",
+                        page, tmp=tmp_path)  # fmt: skip
+        shots = Path(os.environ.get("LLM_SCHEDULER_SCREENSHOTS", tmp_path))
+        shots.mkdir(parents=True, exist_ok=True)
+        shot = shots / "dashboard-800.png"
+        _chromium("--virtual-time-budget=5000", "--window-size=800,2400", f"--screenshot={shot}",
+                  page, tmp=tmp_path)  # fmt: skip
+    finally:
+        server.stop()
+    # The retiring model: its GPU on the map, its name in the legend and the table.
+    assert dom.count('data-holder="qwen-retired-model-7b"') == 1
+    assert 'data-legend="qwen-retired-model-7b"' in dom
+    assert re.search(r'data-model="qwen-retired-model-7b".*?retiring since 10:00', dom, re.S)
+    # The replica over two nodes: one entry naming both, its four GPUs marked as its shards.
+    multi = re.search(r'<tr data-multi="r-multi">.*?</tr>', dom, re.S)
+    nodes = [n.name for n in snap.nodes for r in snap.replicas if r.id == "r-multi"
+             for s in r.shards if s.node == n.id]  # fmt: skip
+    assert multi and f"{nodes[0]}: 2 GPUs + {nodes[1]}: 2 GPUs" in multi[0]
+    assert len(re.findall(r'data-replica="r-multi" data-shard="1/2"', dom)) == 2
+    assert len(re.findall(r'data-replica="r-multi" data-shard="2/2"', dom)) == 2
+    # What `status` lists as bad input.
+    assert "llm-scheduler/models/broken: class: Input should be" in dom
+    # How long the pending model has waited, and an hour of history.
+    assert re.search(r'data-pending="gemma-2-27b".*?waiting 11 min', dom, re.S)
+    for series in ("gpus_in_use", "pending", "pass_s"):
+        assert f'data-series="{series}" data-points="60"' in dom
+    # At 800 px no name is broken over lines or cut.
+    assert 'data-wrapped="true"' not in dom
+    assert 'data-clipped="true"' not in dom
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
