@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 
 
@@ -31,9 +33,7 @@ def register(app: typer.Typer) -> None:
         """Run embedded Consul and Nomad stand-ins (GPU fleet included) until Ctrl-C.
 
         Prints `export CONSUL_HTTP_ADDR=… NOMAD_ADDR=…` first, to paste into another shell."""
-        import signal
         import sys
-        import threading
 
         from scheduler.commands._standins import standins_missing
 
@@ -56,25 +56,32 @@ def register(app: typer.Typer) -> None:
         except OSError as exc:
             print(f"error: cannot listen: {exc.strerror or exc}", file=sys.stderr)
             raise typer.Exit(code=1) from exc
-        done = threading.Event()
+        _serve_until_stopped(cluster, len(nodes))
 
-        def _stop(signum: int, frame: object) -> None:
-            done.set()
 
-        signal.signal(signal.SIGINT, _stop)
-        signal.signal(signal.SIGTERM, _stop)
-        print(
-            f"export CONSUL_HTTP_ADDR={cluster.consul_url} NOMAD_ADDR={cluster.nomad_url}",
-            flush=True,
-        )
-        print(
-            f"devcluster: {len(nodes)} nodes; paste the line above into the shell that runs "
-            "llm-scheduler; Ctrl-C stops",
-            file=sys.stderr,
-            flush=True,
-        )
-        try:
-            while not done.wait(0.5):
-                pass
-        finally:
-            cluster.stop()
+def _serve_until_stopped(cluster: Any, nodes: int) -> None:
+    """Print the line to paste, then serve until SIGINT or SIGTERM."""
+    import signal
+    import sys
+    import threading
+
+    done = threading.Event()
+
+    def _stop(signum: int, frame: object) -> None:
+        done.set()
+
+    signal.signal(signal.SIGINT, _stop)
+    signal.signal(signal.SIGTERM, _stop)
+    line = f"export CONSUL_HTTP_ADDR={cluster.consul_url} NOMAD_ADDR={cluster.nomad_url}"
+    print(line, flush=True)
+    print(
+        f"devcluster: {nodes} nodes; paste the line above into the shell that runs "
+        "llm-scheduler; Ctrl-C stops",
+        file=sys.stderr,
+        flush=True,
+    )
+    try:
+        while not done.wait(0.5):
+            pass
+    finally:
+        cluster.stop()

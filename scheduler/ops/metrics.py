@@ -73,7 +73,19 @@ class MetricsObserver:
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
-        r = self.registry
+        self._pass_metrics(self.registry)
+        self._fleet_metrics(self.registry)
+        self._service_metrics(self.registry)
+        self.health_check: Callable[[], dict[str, Any]] | None = None
+        self._lock = threading.Lock()
+        self._classes: dict[str, str] = {}
+        self._known: set[tuple[str, str]] = set()
+        self._signals_known: set[tuple[str, str]] = set()
+        self._standing_errors: set[str] = set()
+        self._desired_known: set[str] = set()
+
+    def _pass_metrics(self, r: CollectorRegistry) -> None:
+        """What each pass decided, per model."""
         self.pass_duration = Histogram(
             "llm_scheduler_pass_duration_seconds",
             "Time of one reconcile pass.",
@@ -90,6 +102,19 @@ class MetricsObserver:
         self.desired = Gauge(
             "llm_scheduler_replicas_desired", "Desired replicas by model.", ["model"], registry=r
         )
+        # What the model servers report, per model, as the core saw it.
+        self.signals = {
+            field: Gauge(name, text, ["model"], registry=r)
+            for field, (name, text, _) in SIGNAL_METRICS.items()
+        }
+        self.recommended = Gauge(
+            "llm_scheduler_replicas_recommended",
+            "Replicas the model's signals ask for, before the scale-down window.",
+            ["model"],
+            registry=r,
+        )
+
+    def _fleet_metrics(self, r: CollectorRegistry) -> None:
         # allocated + free = all: sum() over the states is the fleet.
         self.gpus = Gauge(
             "llm_scheduler_gpus",
@@ -103,6 +128,12 @@ class MetricsObserver:
             ["state"],
             registry=r,
         )
+        for state in ("allocated", "free"):
+            self.gpus.labels(state)
+            self.mig_slices.labels(state)
+
+    def _service_metrics(self, r: CollectorRegistry) -> None:
+        """What the service did: actions, errors, passes, leadership, build."""
         self.preemptions = Counter(
             "llm_scheduler_preemptions",
             "Replicas stopped to make room, by the victim's class.",
@@ -137,17 +168,6 @@ class MetricsObserver:
             ["code"],
             registry=r,
         )
-        # What the model servers report, per model, as the core saw it.
-        self.signals = {
-            field: Gauge(name, text, ["model"], registry=r)
-            for field, (name, text, _) in SIGNAL_METRICS.items()
-        }
-        self.recommended = Gauge(
-            "llm_scheduler_replicas_recommended",
-            "Replicas the model's signals ask for, before the scale-down window.",
-            ["model"],
-            registry=r,
-        )
         self.passes = Counter("llm_scheduler_passes", "Reconcile passes.", registry=r)
         self.passes_carried = Counter(
             "llm_scheduler_passes_carried",
@@ -168,9 +188,6 @@ class MetricsObserver:
             "llm_scheduler_leader", "1 while this instance holds the leader lock.", registry=r
         )
         Info("llm_scheduler_build", "The running build.", registry=r).info(_build_labels())
-        for state in ("allocated", "free"):
-            self.gpus.labels(state)
-            self.mig_slices.labels(state)
         for kind in ("input", "start", "stop", "pass", "read", "plugin"):
             self.errors.labels(kind)
         self.backlog = Gauge(
@@ -178,13 +195,6 @@ class MetricsObserver:
             "Nomad registers and stops queued or running, not yet done.",
             registry=r,
         )
-        self.health_check: Callable[[], dict[str, Any]] | None = None
-        self._lock = threading.Lock()
-        self._classes: dict[str, str] = {}
-        self._known: set[tuple[str, str]] = set()
-        self._signals_known: set[tuple[str, str]] = set()
-        self._standing_errors: set[str] = set()
-        self._desired_known: set[str] = set()
 
     def pass_finished(
         self, snapshot: Snapshot, plan: Plan, duration_s: float, input_errors: list[str]
