@@ -21,9 +21,14 @@ def register(app: typer.Typer) -> None:
         from scheduler.adapters.snapshot_builder import ReadFailed, SnapshotBuilder
         from scheduler.core.models import to_json
         from scheduler.plugins import demand_source, signal_source
-        from scheduler.service.config import ServiceConfig
+        from scheduler.service.config import ConfigError, load_config
 
-        config = ServiceConfig()
+        try:
+            config = load_config()
+        except ConfigError as exc:
+            for line in exc.lines:
+                typer.echo(f"error: {line}", err=True)
+            raise typer.Exit(code=2) from None
         host, port, scheme = config.consul_parts()
         nomad = NomadAPI(
             config.nomad_base(),

@@ -21,14 +21,17 @@ def _preflight(nomad_too: bool) -> None:
 
 
 def _live() -> Any:
-    from scheduler.ops.cli_support import working
+    from scheduler.ops.cli_support import fail, working
     from scheduler.ops.connect import OperatorError
     from scheduler.ops.status_view import decide_live
+    from scheduler.service.config import ConfigError
 
     _preflight(nomad_too=True)
     with working("building a snapshot of the live cluster and deciding"):
         try:
             return decide_live()
+        except ConfigError as exc:
+            fail("bad settings in the environment:", code=2, details=exc.lines)
         except ImportError as exc:
             raise OperatorError(
                 f"this build cannot decide yet ({exc}): reinstall llm-scheduler"

@@ -84,10 +84,10 @@ def decide_live() -> LiveDecision:
     from datetime import UTC, datetime
 
     from scheduler.core.decide import decide
-    from scheduler.service.config import ServiceConfig
+    from scheduler.service.config import load_config
     from scheduler.service.loop import Service
 
-    service = Service(ServiceConfig())
+    service = Service(load_config())
     try:
         view = service.builder.build(datetime.now(UTC))
         plan = decide(view.snapshot, service.plugins)

@@ -155,3 +155,13 @@ def test_logs_and_status_name_nodes_by_name_beside_the_id(cluster_env: Any, cons
     assert status.exit_code == 0, status.output
     (replica,) = json.loads(status.stdout)["models"]["named"]["replicas"]
     assert replica["node_names"] == [names[node] for node in replica["nodes"]]
+
+
+@pytest.mark.parametrize("command", [["snapshot"], ["dry-run"], ["why", "nothing"]])
+def test_commands_that_read_the_settings_name_a_bad_one(
+    cluster_env: Any, command: list[str]
+) -> None:
+    result = _invoke(*command, env={"LLM_SCHEDULER_MAX_VALUE_BYTES": "lots"})
+    assert result.exit_code == 2, result.output
+    assert "LLM_SCHEDULER_MAX_VALUE_BYTES='lots'" in result.stderr
+    assert "Traceback" not in result.output
