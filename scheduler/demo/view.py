@@ -174,7 +174,7 @@ def render(state: dict[str, Any], clock: str, phase: str, dashboard_url: str | N
         desired = m["desired"] if m["desired"] is not None else "-"
         short = m["desired"] is not None and m["live"] < m["desired"]
         models.add_row(
-            Text(m["name"], style=colour[m["name"]]), m["class"],
+            Text(m["name"], style=colour[m["name"]]), m["class"] or "retiring",
             Text(f"{m['live']}/{desired}", style="yellow" if short else "green"),
         )  # fmt: skip
     pending = Text()
