@@ -84,7 +84,10 @@ def spec_digest(model: Model, profile: Profile) -> str:
     options, ...), the profile itself and the load grace. A change to any of them is a new
     digest, so the replica is rolled; the order of keys does not matter."""
     what = {
-        "serve": model.serve.model_dump(mode="json") if model.serve is not None else None,
+        # weights_gb sizes the weights for estimates; it changes nothing a replica runs.
+        "serve": model.serve.model_dump(mode="json", exclude={"weights_gb"})
+        if model.serve is not None
+        else None,
         "profile": profile.model_dump(mode="json"),
         "load_grace_s": model.load_grace_s,
     }

@@ -56,6 +56,15 @@ class NodeCache(Record):
     free_bytes: Bytes | None = None
     snapshots: list[CachedSnapshot] = Field(default_factory=list)
 
+    def holds(self, source: str, revision: str | None) -> bool:
+        """Whether a complete snapshot of `source` at `revision` (a ref such as a branch or
+        tag, or a commit; None: the hub's default, `main`) is here."""
+        wanted = revision or "main"
+        return any(
+            s.source == source and (wanted == s.commit or wanted in s.revisions)
+            for s in self.snapshots
+        )
+
 
 @dataclass(frozen=True, slots=True, kw_only=True, config=LENIENT_RECORD)
 class Node(Record):

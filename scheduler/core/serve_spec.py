@@ -76,6 +76,11 @@ class Serve(_Strict):
     # checked against the runtime's flag list; true means a bare flag.
     extra_args: dict[str, ExtraValue] = Field(default_factory=dict)
     env: dict[str, str] = Field(default_factory=dict)
+    # The weights' size in GB, when no node's cache says it (a cached safetensors index or
+    # snapshot is preferred); unknown when neither does. Not part of what a replica runs.
+    weights_gb: (
+        Annotated[float, Field(gt=0, le=100_000, allow_inf_nan=False, strict=True)] | None
+    ) = None
 
     @field_validator("source")
     @classmethod

@@ -124,3 +124,34 @@ def test_weight_size_from_index_then_bytes_then_serve_else_unknown() -> None:
     assert weight_bytes("org/m", [_node()], 99.0) == 99 * GB
     assert weight_bytes("org/m", [_node()]) is None
     assert weight_bytes("org/m", [cached(bytes=0)]) is None
+
+
+def test_a_cache_holds_a_revision_by_ref_or_commit() -> None:
+    node, _ = node_cache(_node(), _cache(_snapshot(revisions=["main", "v1"])), KEY, {"org/m"})
+    assert node.cache is not None
+    holds = node.cache.holds
+    assert holds("org/m", None) and holds("org/m", "v1") and holds("org/m", A)
+    assert not holds("org/m", "v2") and not holds("org/m", "b" * 40) and not holds("org/x", None)
+
+
+def test_serve_weights_gb_is_optional_positive_and_rolls_nothing() -> None:
+    from scheduler.adapters.nomad_jobs import spec_digest
+    from scheduler.core.models import Model
+
+    def model(**serve: Any) -> Model:
+        return Model.model_validate(
+            {
+                "name": "m",
+                "owner": "org/a",
+                "profiles": [{"name": "p"}],
+                "serve": {"source": "org/m", **serve},
+            }
+        )
+
+    bare, sized = model(), model(weights_gb=140)
+    assert spec_digest(bare, bare.profiles[0]) == spec_digest(sized, sized.profiles[0])
+    assert sized.serve is not None and sized.serve.weights_gb == 140
+    for bad in (0, -1, "140", float("nan")):
+        with pytest.raises(ValueError, match="weights_gb"):
+            model(weights_gb=bad)
+    assert weight_bytes("org/m", [_node()], sized.serve.weights_gb) == 140 * GB
