@@ -96,6 +96,7 @@ class ModelServers:
         self._lock = threading.Lock()
         # Fault for tests: streamed answers stop after this many tokens, the connection cut.
         self.drop_streams_after: int | None = None
+        self.api_key: str | None = None  # as vLLM's --api-key
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="model-servers", daemon=True
@@ -223,6 +224,14 @@ class ModelServers:
         body = await reader.readexactly(int(headers.get(b"content-length", b"0")))
         keep = headers.get(b"connection", b"").lower() != b"close"
         path = target.decode().split("?")[0]
+        if (
+            self.api_key is not None
+            and path.startswith("/v1")
+            and (headers.get(b"authorization", b"") != b"Bearer " + self.api_key.encode())
+        ):  # vLLM's --api-key: every /v1 route wants the bearer token
+            _respond(writer, "401 Unauthorized", JSON, b'{"error": "Unauthorized"}', keep)
+            await writer.drain()
+            return keep
         if method == b"POST" and path in bodies.ENDPOINTS:
             return await self._complete(rep, path, body, writer) and keep
         status, ctype, payload = self._answer(rep, path)

@@ -1,4 +1,5 @@
-"""Operator- and gateway-written KV values (models/, quotas/, demand/, settings) into core models.
+"""Operator- and gateway-written KV values (models/, quotas/, demand/, gateways/, settings) into
+core models.
 
 Every value is checked on its own; a bad one becomes an error line naming the key and field
 (`llm-scheduler/models/llama: scaling.min: Input should be greater than or equal to 0`) and
@@ -51,6 +52,9 @@ class Catalog:
     models: dict[str, Model] = field(default_factory=dict)
     quotas: dict[str, Quota] = field(default_factory=dict)
     demand: dict[str, Demand] = field(default_factory=dict)
+    # Gateway instance -> its counts per model (scheduler/demand/gateways.py adds them up).
+    gateways: dict[str, dict[str, Demand]] = field(default_factory=dict)
+    bad_gateways: set[str] = field(default_factory=set)
     settings: Settings | None = None
     # target (model name or GENERAL) -> error lines
     errors: dict[str, list[str]] = field(default_factory=dict)
@@ -113,6 +117,8 @@ def read_catalog(
             _quota(cat, key, layout.tail(raw_key, layout.quotas), value, max_bytes)
         elif raw_key.startswith(layout.demand):
             _demand(cat, key, layout.tail(raw_key, layout.demand), value, max_bytes)
+        elif raw_key.startswith(layout.gateways):
+            _gateway(cat, key, layout.tail(raw_key, layout.gateways), value, max_bytes)
         elif raw_key == layout.settings:
             _settings(cat, key, value, max_bytes)
     _demand_without_model(cat, layout)
@@ -197,6 +203,30 @@ def _demand(cat: Catalog, key: str, name: str, raw: Any, max_bytes: int) -> None
         cat.bad_models.add(name)
     else:
         cat.demand[name] = demand
+
+
+def _gateway(cat: Catalog, key: str, instance: str, raw: Any, max_bytes: int) -> None:
+    """`{"instance": ..., "models": {<model>: {inflight, queued, last_used}}}`. A bad value,
+    or a bad entry in it, keeps the instance's last good counts (scheduler/demand/gateways.py):
+    less demand than there is could stop replicas."""
+    value, problem = _decode(key, raw, max_bytes)
+    models = value.get("models") if isinstance(value, dict) else None
+    if problem is None and not isinstance(models, dict):
+        problem = f"{key}: models: Input should be a JSON object"
+    if problem is not None or not isinstance(models, dict):
+        cat.error(GENERAL, problem or key)
+        cat.bad_gateways.add(instance)
+        return
+    counts: dict[str, Demand] = {}
+    for name, item in models.items():
+        demand, lines = _validate(Demand, f"{key}: models.{name}", item)
+        for line in lines:
+            cat.error(GENERAL, line)
+        if demand is None:
+            cat.bad_gateways.add(instance)
+            return
+        counts[str(name)] = demand
+    cat.gateways[instance] = counts
 
 
 def _settings(cat: Catalog, key: str, raw: Any, max_bytes: int) -> None:

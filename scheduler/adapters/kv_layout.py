@@ -29,6 +29,12 @@ class KVLayout:
         return self.prefix + "demand/"
 
     @property
+    def gateways(self) -> str:
+        """Each gateway instance's demand: `gateways/<instance>`, one key per instance, held
+        by the instance's Consul session (Behavior=delete: the key goes when it dies)."""
+        return self.prefix + "gateways/"
+
+    @property
     def status(self) -> str:
         return self.prefix + "status/"
 
@@ -62,6 +68,9 @@ class KVLayout:
 
     def demand_key(self, name: str) -> str:
         return self.demand + name
+
+    def gateway_demand_key(self, instance: str) -> str:
+        return self.gateways + instance
 
     def status_key(self, name: str) -> str:
         return self.status + name

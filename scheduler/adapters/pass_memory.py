@@ -29,6 +29,7 @@ from scheduler.core.models import (
 )
 from scheduler.core.scaling import remember, window_of
 from scheduler.core.validate import format_validation_error
+from scheduler.demand.gateways import GatewayDemand
 
 log = structlog.get_logger("llm-scheduler.snapshot")
 
@@ -153,6 +154,7 @@ class PassMemory:
         self.last = LastGood()
         self.gone = Gone()
         self.seen_demand: dict[str, Demand] = {}  # the demand keys of the last read
+        self.gateway_demand = GatewayDemand()  # the gateways' instance keys, added up
         self.seen: dict[str, datetime] = {}  # model -> when its servers last had work
         self.marks: dict[str, list[DesiredMark]] = {}
         # The latest pass carried over since the last build: its snapshot, plan and when it
@@ -185,6 +187,7 @@ class PassMemory:
         (held for a while). A pass carried over must not outlive it (a build would differ)."""
         grace = timedelta(seconds=snapshot.settings.eviction_grace_s)
         ends = [since + grace for since, _ in self.gone.demand.values()]
+        ends += self.gateway_demand.expires(snapshot.settings.eviction_grace_s)
         ends += refusals_end
         return min((t for t in ends if t > snapshot.now), default=None)
 

@@ -197,6 +197,7 @@ class SnapshotBuilder:
                 self.layout.models,
                 self.layout.quotas,
                 self.layout.demand,
+                self.layout.gateways,
                 self.layout.settings,
                 self.layout.nodes,
                 self.layout.holds,
@@ -211,6 +212,10 @@ class SnapshotBuilder:
     def _kv(self, entries: list[dict[str, Any]], running: set[str], now: datetime) -> _KVSide:
         cat = read_catalog(entries, self.layout, self.max_value_bytes)
         models, frozen, blocked = merge_catalog(cat, self.memory.last)
+        cat.demand = self.memory.gateway_demand.merge(
+            cat.demand, cat.gateways, cat.bad_gateways, now,
+            (cat.settings or Settings()).eviction_grace_s,
+        )  # fmt: skip
         state_problems: list[str] = []
         holds, preempted, saved = parse_state(entries, self.layout.holds, state_problems)
         for line in state_problems:

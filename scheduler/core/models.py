@@ -198,6 +198,10 @@ class Model(Record):
     # `preferred`: profiles in listed order. `cheapest`: among the profiles that fit, the one
     # whose GPUs cost least (settings.gpu_costs); listed order breaks ties.
     placement: Literal["preferred", "cheapest"] = "preferred"
+    # Gateway: how long a request may be held while the model wakes from zero, and how many
+    # may be held at once (None: the gateway's defaults, 600 s and 1000). Never decided on.
+    activation_timeout_s: Annotated[int, Field(ge=1, le=86400)] | None = None
+    max_queued: Annotated[int, Field(ge=0, le=1_000_000)] | None = None
 
     @model_validator(mode="before")
     @classmethod

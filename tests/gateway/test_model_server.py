@@ -56,10 +56,13 @@ def test_the_three_endpoints_answer_streamed_and_not(
     assert [d.index for d in emb.data] == [0, 1]
     chunks = list(
         client.chat.completions.create(
-            model="chat", messages=hi, max_tokens=4, stream=True,
+            model="chat",
+            messages=hi,
+            max_tokens=4,
+            stream=True,
             stream_options={"include_usage": True},
         )
-    )  # fmt: skip
+    )
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == (
         "the model answers with "
     )

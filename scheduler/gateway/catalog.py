@@ -1,0 +1,92 @@
+"""What the gateway reads of the catalog: model names, their hold bounds, their status.
+
+Only the fields the gateway needs are read; the scheduler validates the rest. A bad bound is
+reported (key and field) and the gateway-wide default used: the model stays routable.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from scheduler.core.contract_base import NAME_PATTERN
+from scheduler.core.validate import format_validation_error
+
+
+class _Bounds(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    activation_timeout_s: Annotated[int, Field(ge=1, le=86400)] | None = None
+    max_queued: Annotated[int, Field(ge=0, le=1_000_000)] | None = None
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    name: str
+    activation_timeout_s: float
+    max_queued: int
+
+
+def decode_value(entry: dict[str, Any]) -> Any:
+    raw = entry.get("Value")
+    if not raw:
+        return None
+    return json.loads(base64.b64decode(raw))
+
+
+def read_models(
+    entries: list[dict[str, Any]], prefix: str, timeout_s: float, max_queued: int
+) -> tuple[dict[str, ModelEntry], list[str]]:
+    """The catalog's models under `prefix` (`<kv prefix>models/`), and a line per bad value."""
+
+    models: dict[str, ModelEntry] = {}
+    problems: list[str] = []
+    for entry in entries:
+        key = str(entry.get("Key", ""))
+        name = key[len(prefix) :]
+        if not key.startswith(prefix) or not re.match(NAME_PATTERN, name):
+            continue
+        bounds = _Bounds()
+        try:
+            value = decode_value(entry)
+            bounds = _Bounds.model_validate(value if isinstance(value, dict) else {})
+        except ValidationError as err:  # before ValueError, which it is
+            problems += format_validation_error(err, root=key)
+        except (ValueError, TypeError):
+            problems.append(f"{key}: not JSON; the gateway's default bounds apply")
+        models[name] = ModelEntry(
+            name=name,
+            activation_timeout_s=float(bounds.activation_timeout_s or timeout_s),
+            max_queued=max_queued if bounds.max_queued is None else bounds.max_queued,
+        )
+    return models, problems
+
+
+# Filters whose "no" only a change of the fleet's hardware undoes (not a replica stopping).
+HARDWARE_FILTERS = frozenset({"gpu-model", "gpu-memory", "mig-profile", "eligibility"})
+
+
+def cannot_come(record: Any) -> str | None:
+    """The scheduler's reason when its status record says the model cannot be placed for a
+    reason that waiting will not clear (a quota that leaves no room, no node that could ever
+    hold a profile); None while it may still come. The record's shape: status_writer.py."""
+    if not isinstance(record, dict) or not record.get("pending"):
+        return None
+    if record.get("live") or record.get("replicas"):
+        return None
+    tried = record.get("tried")
+    if not isinstance(tried, list) or not tried:
+        return None
+    for trial in tried:
+        if not isinstance(trial, dict):
+            return None
+        short = trial.get("short") or {}
+        if trial.get("note"):
+            continue  # a quota limit: no room for the owner
+        if not short or not isinstance(short, dict) or not set(short) <= HARDWARE_FILTERS:
+            return None
+    return str(record["pending"])
