@@ -16,6 +16,9 @@ key_prefix "llm-scheduler/quotas/" {
 key_prefix "llm-scheduler/demand/" {
   policy = "read"
 }
+key_prefix "llm-scheduler/gateways/" {
+  policy = "read"
+}
 key "llm-scheduler/settings" {
   policy = "read"
 }

@@ -53,7 +53,7 @@ def test_consul_policy_reads_inputs_and_writes_only_its_own_keys() -> None:
     rules = _consul_rules("consul/acl/llm-scheduler.policy.hcl")
     kv = KVLayout()
     for key in (kv.model_key("m"), kv.quota_key("org/a"), kv.demand_key("m"), kv.settings,
-                kv.node_gpus_key("n1")):  # fmt: skip
+                kv.node_gpus_key("n1"), kv.gateway_demand_key("g1")):  # fmt: skip
         assert _policy_for(rules, key) == "read", key
     for key in (kv.status_key("m"), kv.status_errors, kv.leader, kv.holds):
         assert _policy_for(rules, key) == "write", key
@@ -67,6 +67,16 @@ def test_consul_policy_reads_inputs_and_writes_only_its_own_keys() -> None:
 def test_operator_and_gateway_policies() -> None:
     gateway = _consul_rules("consul/acl/gateway.policy.hcl")
     assert gateway == {("key_prefix", "llm-scheduler/demand/"): "write"}
+    ours = _consul_rules("consul/acl/llm-gateway.policy.hcl")
+    kv = KVLayout()
+    for key in (kv.model_key("m"), kv.status_key("m")):
+        assert _policy_for(ours, key) == "read", key
+    assert _policy_for(ours, kv.gateway_demand_key("g1")) == "write"
+    writes = {name for (kind, name), pol in ours.items() if pol == "write"}
+    assert writes == {kv.gateways, ""}  # "" = session_prefix
+    assert _policy_for(ours, kv.demand_key("m")) is None
+    assert _policy_for(ours, kv.quota_key("org/a")) is None
+    assert ours[("service_prefix", "llm-")] == "read"
     operator = _consul_rules("consul/acl/operator.policy.hcl")
     assert _policy_for(operator, "llm-scheduler/models/x") == "write"
     assert _policy_for(operator, "llm-scheduler/status/x") == "read"
@@ -156,3 +166,20 @@ def test_reporter_policy_lets_the_reporter_publish_and_nothing_more() -> None:
         writer.close()
     finally:
         standin.close()
+
+
+def test_gateway_jobspec_parses_through_nomad(cluster: object) -> None:
+    hcl = (REPO / "jobspecs/gateway.nomad.hcl").read_text()
+    r = httpx.post(
+        cluster.nomad_url + "/v1/jobs/parse",  # type: ignore[attr-defined]
+        json={"JobHCL": hcl, "Canonicalize": True, "Variables": 'namespace = "llm"'},
+    )
+    assert r.status_code == 200, r.text
+    group = r.json()["TaskGroups"][0]
+    assert group["Count"] >= 2
+    [service] = group["Services"]
+    assert service["PortLabel"] == "http" and service["Provider"] == "consul"
+    assert service["Checks"][0]["Path"] == "/healthz"
+    task = group["Tasks"][0]
+    assert task["Config"]["args"][:2] == ["gateway", "--json"]
+    assert task["KillSignal"] == "SIGTERM"
