@@ -1,5 +1,6 @@
-"""Run the demo: stand-ins up, catalog and quotas in, the real service on them, the trace
-played into demand keys, the live view drawn, a summary at the end."""
+"""Run the demo: stand-ins up, catalog and quotas in, the real service and the gateway on them,
+the trace played as real requests through the gateway, the live view drawn, a summary at the
+end (with how long the first request of each wake from zero waited)."""
 
 from __future__ import annotations
 
@@ -17,11 +18,13 @@ from rich.console import Console
 # The stand-ins at import time: `llm-scheduler demo` reports a missing `standins` extra before
 # it starts anything.
 from llm_scheduler_standins.devcluster import DevCluster
-from llm_scheduler_standins.model_server import ModelServers, QueueModel
+from llm_scheduler_standins.model_server import QueueModel
 from scheduler.adapters.kv_layout import KVLayout
-from scheduler.core.models import Demand, rfc3339
 from scheduler.demo import catalog, trace
+from scheduler.demo.traffic import Traffic
 from scheduler.demo.view import DemoStats, plain_line, render, summary
+from scheduler.gateway.config import GatewayConfig
+from scheduler.gateway.server import GatewayThread
 from scheduler.ops.catalog_io import kv_value
 from scheduler.ops.dashboard import DashboardObserver, serve_ops
 from scheduler.ops.http_server import RunningServer
@@ -56,6 +59,8 @@ class DemoResult:
     log_file: Path
     dashboard_url: str | None = None
     demand_writes: int = 0
+    requests: int = 0
+    wakes: list[tuple[str, float]] = field(default_factory=list)  # model, first request's wait
     lines: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # e.g. the port fallback, an unclean stop
 
@@ -66,40 +71,6 @@ def _seed(client: Any, kv: KVLayout, speed: float) -> None:
     for quota in catalog.QUOTAS:
         client.kv.put(kv.quota_key(quota.owner), json.dumps(kv_value(quota)))
     client.kv.put(kv.settings, catalog.settings(speed).model_dump_json())
-
-
-@dataclass
-class DemandWriter:
-    """Plays the trace into demand keys as a gateway would: on change, and while requests
-    flow, every few seconds so that last_used stays fresh."""
-
-    client: Any
-    kv: KVLayout
-    refresh_s: float = 3.0
-    writes: int = 0
-    # The stand-in model servers: the same load is offered to the replicas, whose metrics the
-    # service scrapes; the gateway's keys still count, for models with no replica.
-    servers: ModelServers | None = None
-    _last: dict[str, tuple[int, int, float]] = field(default_factory=dict)
-
-    def write(self, demand: dict[str, Demand]) -> None:
-        if self.servers is not None:
-            for name, d in demand.items():
-                self.servers.offer(name, d.inflight + d.queued)
-        now = time.monotonic()
-        stamp = rfc3339(datetime.now(UTC))
-        for name, d in demand.items():
-            busy = d.inflight + d.queued > 0
-            prev = self._last.get(name)
-            changed = prev is None or prev[:2] != (d.inflight, d.queued)
-            if not changed and not (busy and prev is not None and now - prev[2] >= self.refresh_s):
-                continue
-            body: dict[str, Any] = {"inflight": d.inflight, "queued": d.queued}
-            if busy:
-                body["last_used"] = stamp
-            self.client.kv.put(self.kv.demand_key(name), json.dumps(body))
-            self._last[name] = (d.inflight, d.queued, now)
-            self.writes += 1
 
 
 def log_path(requested: Path | None) -> Path:
@@ -191,9 +162,8 @@ def run_demo(opts: DemoOptions, console: Console) -> DemoResult:
         client = consul_client(dev.consul_url)
         _seed(client, kv, speed)
         if dev.servers is not None:
-            dev.servers.queue = QueueModel(capacity=16.0)  # the demo's usual request target
-        demand = DemandWriter(client, kv, servers=dev.servers)
-        demand.write(trace.demand_at(0.0))
+            # The demo's usual request target; 16 tokens of 0.15 s: a request takes about 2.5 s.
+            dev.servers.queue = QueueModel(capacity=16.0, base_itl_s=0.15)
         config = _service_config(dev, speed)
         server = None
         if opts.dashboard_port is not None:
@@ -205,16 +175,21 @@ def run_demo(opts: DemoOptions, console: Console) -> DemoResult:
         service = Service(config, observers=[dash, metrics, stats])
         _route_server_logs(log_handle)
         service.run_in_thread()
+        gateway = _gateway(dev.consul_url, speed)
+        _route_server_logs(log_handle)
+        traffic = Traffic(gateway.url)
         started = time.monotonic()
         try:
-            _play(opts, console, live_view, dash, started, demand, url, lines)
+            _play(opts, console, live_view, dash, started, traffic, url, lines)
         except KeyboardInterrupt:
             lines.append("interrupted")
         finally:
             seconds = time.monotonic() - started
-            # The service first, all of it, then the stand-ins: a blocking query cut off by a
-            # stopping server ends in a CancelledError traceback.
+            # The clients, the gateway, the service, all of it, then the stand-ins: a blocking
+            # query cut off by a stopping server ends in CancelledError tracebacks.
             with console.status("stopping the scheduler", spinner="dots"):
+                traffic.stop()
+                gateway.stop()
                 service.stop()
                 if not service.join_watches(WATCH_WAIT_S * 1.2 + 2):
                     notes.append("some watches were still waiting when the stand-ins stopped")
@@ -226,7 +201,21 @@ def run_demo(opts: DemoOptions, console: Console) -> DemoResult:
         _restore_logs()
         log_handle.close()
     gpus_total = int((final.get("totals") or {}).get("gpus", 0))
-    return DemoResult(stats, seconds, gpus_total, final, log_file, url, demand.writes, lines, notes)
+    writer = gateway.gateway.demand
+    return DemoResult(
+        stats, seconds, gpus_total, final, log_file, url, writer.writes if writer else 0,
+        traffic.stats.requests, list(gateway.gateway.state.wakes), lines, notes,
+    )  # fmt: skip
+
+
+def _gateway(consul_url: str, speed: float) -> GatewayThread:
+    """The gateway the demo's clients go through, on a free port, writing demand on demo time."""
+    config = GatewayConfig(
+        consul_addr=consul_url, kv_prefix=DEMO_PREFIX, port=0, watch_wait_s=WATCH_WAIT_S,
+        log_requests=False, demand_heartbeat_s=max(1.0, 5.0 / speed), session_ttl_s=10,
+        drain_timeout_s=2.0,
+    )  # fmt: skip
+    return GatewayThread(config).start()
 
 
 def _service_config(dev: DevCluster, speed: float) -> ServiceConfig:
@@ -244,7 +233,7 @@ def _service_config(dev: DevCluster, speed: float) -> ServiceConfig:
 
 def _play(
     opts: DemoOptions, console: Console, live_view: bool, dash: DashboardObserver,
-    started: float, demand: DemandWriter, url: str | None, lines: list[str],
+    started: float, traffic: Traffic, url: str | None, lines: list[str],
 ) -> None:  # fmt: skip
     from rich.live import Live
 
@@ -265,7 +254,7 @@ def _play(
         while True:
             elapsed = time.monotonic() - started
             t = min(elapsed / opts.duration_s, 1.0)
-            demand.write(trace.demand_at(t))
+            traffic.set_targets({m: d.inflight + d.queued for m, d in trace.demand_at(t).items()})
             state = dash.state()
             if live:
                 live.update(render(state, clock(elapsed), trace.phase(t), url))
@@ -284,6 +273,15 @@ def _play(
 
 def summary_lines(result: DemoResult) -> list[str]:
     lines = summary(result.stats, result.seconds, result.gpus_total)
+    lines.append(
+        f"  traffic: {result.requests} requests through the gateway; its demand key was "
+        f"written {result.demand_writes} times"
+    )
+    if result.wakes:
+        waits = ", ".join(f"{model} {waited:.1f} s" for model, waited in result.wakes)
+        lines.append(f"  woken from zero ({len(result.wakes)}), first request waited: {waits}")
+    else:
+        lines.append("  woken from zero: none (every model had a replica when asked)")
     lines += [f"  note: {n}" for n in result.notes]
     lines.append(f"  service log (this run only): {result.log_file}")
     return lines

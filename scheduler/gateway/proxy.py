@@ -142,7 +142,8 @@ class Proxy:
     async def _hold(self, entry: ModelEntry, ex: Exchange, request: Request) -> Replica:
         """Wait for a usable replica, counted as queued: the scheduler scales on it."""
         reps, model = self.state.of(entry.name), entry.name
-        reps.waking = reps.waking or not reps.usable()
+        if reps.waking_since is None and not reps.usable():
+            reps.waking_since = ex.started
         self.state.change(model, queued=1)
         self.metrics.held.labels(model).inc()
         deadline = ex.started + entry.activation_timeout_s
@@ -168,8 +169,9 @@ class Proxy:
                     raise Refused(
                         error_response(499, "client went away", "client_closed"), "client_closed"
                     )
-            if reps.waking:
-                reps.waking = False
+            if reps.waking_since is not None:
+                self.state.woke(model, time.perf_counter() - reps.waking_since)
+                reps.waking_since = None
                 self.metrics.activations.labels(model).inc()
             return replica
         finally:

@@ -62,9 +62,9 @@ class ModelReplicas:
 
     replicas: dict[str, Replica] = field(default_factory=dict)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
-    # Requests were held while no replica was usable: the next one to get a replica counts
-    # an activation (a wake from zero).
-    waking: bool = False
+    # When the first request was held while no replica was usable: the first held request to
+    # get a replica ends the wake (an activation), which waited this long.
+    waking_since: float | None = None
 
     def update(self, listed: dict[str, tuple[str, bool]]) -> None:
         """Take Consul's list; keep each known replica's counts and probe result."""

@@ -4,6 +4,7 @@ whether Consul is answering. Filled by the watches (watch.py), read by the reque
 from __future__ import annotations
 
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -49,6 +50,8 @@ class GatewayState:
     # Bumped on every change of the counts: the demand writer compares it.
     version: int = 0
     draining: bool = False
+    # The latest wakes from zero: (model, how long its first held request waited).
+    wakes: deque[tuple[str, float]] = field(default_factory=lambda: deque(maxlen=1000))
     started: float = field(default_factory=time.monotonic)
 
     def of(self, model: str) -> ModelReplicas:
@@ -69,6 +72,9 @@ class GatewayState:
         c.queued += queued
         c.last_used = datetime.now(UTC)
         self.version += 1
+
+    def woke(self, model: str, waited_s: float) -> None:
+        self.wakes.append((model, waited_s))
 
     def busy(self) -> bool:
         return any(c.inflight or c.queued for c in self.counts.values())

@@ -102,7 +102,7 @@ def test_a_model_that_cannot_come_is_refused_at_once_with_the_schedulers_reason(
     until(lambda: (gw.gateway.state.statuses.get("huge") or {}).get("tried"), what="a status")
     started = time.perf_counter()
     reply = httpx.post(f"{gw.url}/v1/completions", json={"model": "huge", "prompt": "a"})
-    assert time.perf_counter() - started < 1
+    assert time.perf_counter() - started < 5  # not held: its activation_timeout_s is 600
     assert reply.status_code == 503
     error = reply.json()["error"]
     assert error["code"] == "model_unavailable"
