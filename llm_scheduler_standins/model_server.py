@@ -233,15 +233,16 @@ class ModelServers:
             await writer.drain()
             return keep
         if method == b"POST" and path in bodies.ENDPOINTS:
-            return await self._complete(rep, path, body, writer) and keep
+            return await self._complete(rep, path, body, reader, writer) and keep
         status, ctype, payload = self._answer(rep, path)
         _respond(writer, status, ctype, payload, keep)
         await writer.drain()
         return keep
 
     async def _complete(
-        self, rep: Replica, path: str, raw: bytes, writer: asyncio.StreamWriter
-    ) -> bool:
+        self, rep: Replica, path: str, raw: bytes, reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> bool:  # fmt: skip
         """An OpenAI request, at the pace of the queueing model: the first token after the
         TTFT the replica's load gives, then one token per inter-token latency."""
         try:
@@ -256,10 +257,12 @@ class ModelServers:
             rep.active += 1
             ttft, itl = self._pace(rep)
         try:
-            await asyncio.sleep(ttft)
+            if not await _working(reader, ttft):
+                return False  # the client went away: vLLM aborts the request
+            tokens_s = 0.0 if ask.path == bodies.EMBEDDINGS else itl * max(ask.max_tokens - 1, 0)
             if not ask.stream:
-                if ask.path != bodies.EMBEDDINGS:
-                    await asyncio.sleep(itl * max(ask.max_tokens - 1, 0))
+                if not await _working(reader, tokens_s):
+                    return False
                 _respond(writer, "200 OK", JSON, bodies.whole(ask), True)
                 await writer.drain()
                 return True
@@ -306,6 +309,17 @@ class ModelServers:
             if key is not None:
                 return "200 OK", "text/plain; version=0.0.4", self.metrics(key).encode()
         return "404 Not Found", "text/plain", b"not found"
+
+
+async def _working(reader: asyncio.StreamReader, seconds: float) -> bool:
+    """Sleep `seconds`, False as soon as the client has closed the connection (the transport
+    keeps reading, so the reader sees its end without being awaited)."""
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        if reader.at_eof():
+            return False
+        await asyncio.sleep(min(left, 0.05))
+    return not reader.at_eof()
 
 
 def _respond(

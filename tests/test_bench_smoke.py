@@ -326,3 +326,19 @@ def test_signals_bench_runs_small() -> None:
     assert all(t > 0 for t in scrape["scrape_s"])
     obj = out["objective"]
     assert obj["trials"] == 1 and obj["broken_to_registered_p50_ms"] > 0
+
+
+def test_gateway_bench_runs_small() -> None:
+    """Every figure comes out, on a tiny run; the requests were all answered."""
+    out = _run_json(
+        "bench.gateway", "--rates", "50", "--seconds", "0.4", "--max-seconds", "0.3",
+        "--max-top", "100", "--held-reps", "1", "--zero-models", "1", "--cold-start-s", "0.2",
+    )  # fmt: skip
+    row = out["rates"]["50"]
+    for kind in ("plain", "streaming"):
+        assert row[kind]["direct"]["errors"] == row[kind]["gateway"]["errors"] == 0
+        assert "added_p50_ms" in row[kind] and "added_p99_ms" in row[kind]
+    assert "added_ttfb_p99_ms" in row["streaming"]
+    assert out["gateway_max"]["max_rps_p99_under_50ms"] >= 0
+    assert 0 <= out["held_first_byte"]["p99_ms"] < 5000
+    assert out["scale_from_zero"]["wait_max_ms"] >= 200

@@ -9,11 +9,12 @@ and every count it raised comes back down.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import structlog
@@ -29,6 +30,9 @@ from scheduler.gateway.replicas import Replica
 from scheduler.gateway.state import GatewayState
 
 log = structlog.get_logger("gateway")
+T = TypeVar("T")
+# A non-streamed answer up to this size is read whole and sent in one piece.
+WHOLE_BYTES = 1 << 20
 # Not passed on: hop-by-hop headers (RFC 9110 section 7.6.1) and what the client sets anew.
 HOP = frozenset(
     {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
@@ -194,22 +198,28 @@ class Proxy:
                 "POST", replica.url + ex.path, content=body, headers=headers
             )
             try:
-                return await self.upstream.send(upstream, stream=True), replica
+                sent = self.upstream.send(upstream, stream=True)
+                return await _unless_gone(request, sent), replica
+            except ClientGone:
+                self._open(entry.name, replica, -1)
+                raise Refused(
+                    error_response(499, "client went away", "client_closed"), "client_closed"
+                ) from None
             except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
                 self._open(entry.name, replica, -1)
                 self.metrics.upstream_errors.labels(entry.name, "refused").inc()
                 tried.add(replica.id)
                 again = self.state.of(entry.name).pick(exclude=tried) if len(tried) == 1 else None
                 if again is None:
-                    raise self._upstream_failed(entry.name, replica, exc) from None
+                    raise self._upstream_failed(entry.name, replica.url, exc) from None
                 replica = again
             except httpx.HTTPError as exc:
                 self._open(entry.name, replica, -1)
                 self.metrics.upstream_errors.labels(entry.name, "failed").inc()
-                raise self._upstream_failed(entry.name, replica, exc) from None
+                raise self._upstream_failed(entry.name, replica.url, exc) from None
 
-    def _upstream_failed(self, model: str, replica: Replica, exc: Exception) -> Refused:
-        message = f"The replica of `{model}` at {replica.url} failed: {type(exc).__name__}"
+    def _upstream_failed(self, model: str, where: str, exc: Exception) -> Refused:
+        message = f"The replica of `{model}` at {where} failed: {type(exc).__name__}"
         return Refused(error_response(502, message, "upstream_error"), "upstream_error")
 
     def _open(self, model: str, replica: Replica, delta: int) -> None:
@@ -236,8 +246,29 @@ class Proxy:
         headers = {
             k: v for k, v in upstream.headers.items() if k.lower() not in HOP - {"content-length"}
         }
+        length = upstream.headers.get("content-length", "")
+        if not sse and length.isdigit() and int(length) <= WHOLE_BYTES:
+            return await self._whole(upstream, ex, headers, entry.name, release)
         relay = self._relay(upstream, ex, sse, release)
         return Relayed(relay, status_code=upstream.status_code, headers=headers, on_end=release)
+
+    async def _whole(
+        self, upstream: httpx.Response, ex: Exchange, headers: dict[str, str], model: str,
+        release: Callable[[], None],
+    ) -> Response:  # fmt: skip
+        """A small answer that is not a stream (it comes whole at the end of the generation
+        anyway), read and sent in one piece: a replica failing before its end is still a 502."""
+        try:
+            content = await upstream.aread()
+        except httpx.HTTPError as exc:
+            self.metrics.upstream_errors.labels(model, "mid_stream").inc()
+            ex.status, ex.outcome = 502, "upstream_dropped"
+            return self._upstream_failed(model, str(upstream.url), exc).response
+        finally:
+            await upstream.aclose()
+            ex.ttfb_s = time.perf_counter() - ex.started
+            release()
+        return Response(content, upstream.status_code, headers=headers)
 
     async def _relay(
         self, upstream: httpx.Response, ex: Exchange, sse: bool, release: Callable[[], None]
@@ -277,6 +308,26 @@ class Proxy:
                 ttfb_s=None if ex.ttfb_s is None else round(ex.ttfb_s, 6),
                 held_s=None if ex.held_s is None else round(ex.held_s, 6),
             )  # fmt: skip
+
+
+class ClientGone(Exception):
+    """The client went away before the answer began."""
+
+
+async def _unless_gone(request: Request, work: Awaitable[T]) -> T:
+    """`work`'s result, or ClientGone (and `work` cancelled) if the client leaves first."""
+    task = asyncio.ensure_future(work)
+    gone = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+    if not task.done():
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, httpx.HTTPError):
+            await task
+        raise ClientGone
+    return task.result()
 
 
 async def _disconnected(request: Request) -> None:

@@ -200,9 +200,23 @@ def test_a_client_gone_mid_stream_cancels_upstream(st: Stack, gw: GatewayThread)
         lines = reply.iter_lines()
         assert next(lines).startswith("data: ")
         assert counts.inflight == 1
-    until(lambda: counts.inflight == 0, what="the in-flight count back where it was")
+    until(lambda: counts.inflight == 0, 3, "the in-flight count back where it was")
     servers = st.dc.servers
     assert servers is not None
     # The replica stopped answering too: the upstream request was cancelled, not left to run.
-    until(lambda: all(r.active == 0 for r in servers._replicas.values()), what="upstream idle")
+    # Well before the answer's own end (4000 tokens: over 8 s at the stand-in's pace).
+    until(lambda: all(r.active == 0 for r in servers._replicas.values()), 3, "upstream idle")
     assert all(r.outstanding == 0 for r in gw.gateway.state.of("chat").replicas.values())
+
+
+def test_a_client_gone_before_a_whole_answer_cancels_upstream(st: Stack, gw: GatewayThread) -> None:
+    """Not streamed: the answer would come whole, seconds later; the client leaves first."""
+    counts = gw.gateway.state.count("chat")
+    body = {"model": "chat", "prompt": "a", "max_tokens": 4000}
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(f"{gw.url}/v1/completions", json=body, timeout=0.5)
+    until(lambda: counts.inflight == 0, 3, "the in-flight count back where it was")
+    servers = st.dc.servers
+    assert servers is not None
+    # Well before the answer's own end (4000 tokens: over 8 s at the stand-in's pace).
+    until(lambda: all(r.active == 0 for r in servers._replicas.values()), 3, "upstream idle")
