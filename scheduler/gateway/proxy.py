@@ -16,8 +16,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-import httpx
+import aiohttp
 import structlog
+from multidict import CIMultiDict
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
@@ -31,6 +32,8 @@ from scheduler.gateway.state import GatewayState
 
 log = structlog.get_logger("gateway")
 T = TypeVar("T")
+# Not added by the upstream client: only what the client sent goes on.
+AUTO_HEADERS = ("User-Agent", "Accept-Encoding", "Accept", "Content-Type")
 # A non-streamed answer up to this size is read whole and sent in one piece.
 WHOLE_BYTES = 1 << 20
 # Not passed on: hop-by-hop headers (RFC 9110 section 7.6.1) and what the client sets anew.
@@ -65,7 +68,7 @@ class Exchange:
 
 class Proxy:
     def __init__(
-        self, state: GatewayState, upstream: httpx.AsyncClient, config: GatewayConfig,
+        self, state: GatewayState, upstream: aiohttp.ClientSession, config: GatewayConfig,
         metrics: GatewayMetrics,
     ) -> None:  # fmt: skip
         self.state, self.upstream, self.config, self.metrics = state, upstream, config, metrics
@@ -189,23 +192,26 @@ class Proxy:
 
     async def _send(
         self, request: Request, body: bytes, entry: ModelEntry, replica: Replica, ex: Exchange
-    ) -> tuple[httpx.Response, Replica]:
-        headers = [(k, v) for k, v in request.headers.raw if k.decode().lower() not in HOP]
+    ) -> tuple[aiohttp.ClientResponse, Replica]:
+        headers = CIMultiDict(
+            (k.decode("latin-1"), v.decode("latin-1"))
+            for k, v in request.headers.raw
+            if k.decode("latin-1").lower() not in HOP
+        )
         tried: set[str] = set()
         while True:
             self._open(entry.name, replica, +1)
-            upstream = self.upstream.build_request(
-                "POST", replica.url + ex.path, content=body, headers=headers
+            sent = self.upstream.post(
+                replica.url + ex.path, data=body, headers=headers, skip_auto_headers=AUTO_HEADERS
             )
             try:
-                sent = self.upstream.send(upstream, stream=True)
                 return await _unless_gone(request, sent), replica
             except ClientGone:
                 self._open(entry.name, replica, -1)
                 raise Refused(
                     error_response(499, "client went away", "client_closed"), "client_closed"
                 ) from None
-            except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
                 self._open(entry.name, replica, -1)
                 self.metrics.upstream_errors.labels(entry.name, "refused").inc()
                 tried.add(replica.id)
@@ -213,7 +219,7 @@ class Proxy:
                 if again is None:
                     raise self._upstream_failed(entry.name, replica.url, exc) from None
                 replica = again
-            except httpx.HTTPError as exc:
+            except (aiohttp.ClientError, TimeoutError) as exc:
                 self._open(entry.name, replica, -1)
                 self.metrics.upstream_errors.labels(entry.name, "failed").inc()
                 raise self._upstream_failed(entry.name, replica.url, exc) from None
@@ -232,7 +238,7 @@ class Proxy:
         replica: Replica, ex: Exchange,
     ) -> Response:  # fmt: skip
         upstream, replica = await self._send(request, body, entry, replica, ex)
-        ex.replica, ex.status = replica.id, upstream.status_code
+        ex.replica, ex.status = replica.id, upstream.status
         released = False
 
         def release() -> None:
@@ -250,35 +256,38 @@ class Proxy:
         if not sse and length.isdigit() and int(length) <= WHOLE_BYTES:
             return await self._whole(upstream, ex, headers, entry.name, release)
         relay = self._relay(upstream, ex, sse, release)
-        return Relayed(relay, status_code=upstream.status_code, headers=headers, on_end=release)
+        return Relayed(relay, status_code=upstream.status, headers=headers, on_end=release)
 
     async def _whole(
-        self, upstream: httpx.Response, ex: Exchange, headers: dict[str, str], model: str,
-        release: Callable[[], None],
+        self, upstream: aiohttp.ClientResponse, ex: Exchange, headers: dict[str, str],
+        model: str, release: Callable[[], None],
     ) -> Response:  # fmt: skip
         """A small answer that is not a stream (it comes whole at the end of the generation
         anyway), read and sent in one piece: a replica failing before its end is still a 502."""
         try:
-            content = await upstream.aread()
-        except httpx.HTTPError as exc:
+            content = await upstream.read()
+        except (aiohttp.ClientError, TimeoutError) as exc:
             self.metrics.upstream_errors.labels(model, "mid_stream").inc()
             ex.status, ex.outcome = 502, "upstream_dropped"
-            return self._upstream_failed(model, str(upstream.url), exc).response
+            return self._upstream_failed(model, str(upstream.url.origin()), exc).response
         finally:
-            await upstream.aclose()
+            upstream.release()
             ex.ttfb_s = time.perf_counter() - ex.started
             release()
-        return Response(content, upstream.status_code, headers=headers)
+        return Response(content, upstream.status, headers=headers)
 
     async def _relay(
-        self, upstream: httpx.Response, ex: Exchange, sse: bool, release: Callable[[], None]
-    ) -> AsyncIterator[bytes]:
+        self, upstream: aiohttp.ClientResponse, ex: Exchange, sse: bool,
+        release: Callable[[], None],
+    ) -> AsyncIterator[bytes]:  # fmt: skip
+        finished = False
         try:
-            async for chunk in upstream.aiter_raw():
+            async for chunk in upstream.content.iter_any():
                 if ex.ttfb_s is None:
                     ex.ttfb_s = time.perf_counter() - ex.started
                 yield chunk
-        except httpx.HTTPError as exc:
+            finished = True
+        except (aiohttp.ClientError, TimeoutError) as exc:
             self.metrics.upstream_errors.labels(ex.model, "mid_stream").inc()
             ex.outcome = "upstream_dropped"
             if not sse:
@@ -290,7 +299,10 @@ class Proxy:
             ex.outcome = "client_closed"
             raise
         finally:
-            await upstream.aclose()
+            if finished:
+                upstream.release()  # the connection goes back to the pool
+            else:
+                upstream.close()  # cut: the replica sees its client gone and stops
             release()
 
     # ------------------------------------------------------------ the end
@@ -324,7 +336,7 @@ async def _unless_gone(request: Request, work: Awaitable[T]) -> T:
         gone.cancel()
     if not task.done():
         task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, httpx.HTTPError):
+        with contextlib.suppress(asyncio.CancelledError, aiohttp.ClientError):
             await task
         raise ClientGone
     return task.result()
