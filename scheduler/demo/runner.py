@@ -173,10 +173,9 @@ def run_demo(opts: DemoOptions, console: Console) -> DemoResult:
                 console.print(note, highlight=False, soft_wrap=True, markup=False)
         url = server.url if server else None
         service = Service(config, observers=[dash, metrics, stats])
-        _route_server_logs(log_handle)
         service.run_in_thread()
         gateway = _gateway(dev.consul_url, speed)
-        _route_server_logs(log_handle)
+        _route_server_logs(log_handle)  # the dashboard's and the gateway's uvicorn
         traffic = Traffic(gateway.url)
         started = time.monotonic()
         try:
@@ -201,11 +200,10 @@ def run_demo(opts: DemoOptions, console: Console) -> DemoResult:
         _restore_logs()
         log_handle.close()
     gpus_total = int((final.get("totals") or {}).get("gpus", 0))
-    writer = gateway.gateway.demand
-    return DemoResult(
-        stats, seconds, gpus_total, final, log_file, url, writer.writes if writer else 0,
-        traffic.stats.requests, list(gateway.gateway.state.wakes), lines, notes,
-    )  # fmt: skip
+    writes = gateway.gateway.demand.writes if gateway.gateway.demand else 0
+    wakes = list(gateway.gateway.state.wakes)
+    return DemoResult(stats, seconds, gpus_total, final, log_file, url, writes,
+                      traffic.stats.requests, wakes, lines, notes)  # fmt: skip
 
 
 def _gateway(consul_url: str, speed: float) -> GatewayThread:

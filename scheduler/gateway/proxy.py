@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import aiohttp
 import structlog
 from multidict import CIMultiDict
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
@@ -94,11 +94,16 @@ class Proxy:
         if declared.isdigit() and int(declared) > limit:
             raise self._bad(413, f"Request body is over {limit} bytes", "body_too_large")
         chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise self._bad(413, f"Request body is over {limit} bytes", "body_too_large")
-            chunks.append(chunk)
+        try:
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise self._bad(413, f"Request body is over {limit} bytes", "body_too_large")
+                chunks.append(chunk)
+        except ClientDisconnect:
+            raise self._bad(
+                499, "The client went away before its body ended", "client_closed"
+            ) from None
         body = b"".join(chunks)
         try:
             doc = json.loads(body)

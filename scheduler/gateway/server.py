@@ -17,6 +17,7 @@ def uvicorn_config(gateway: Gateway) -> uvicorn.Config:
     return uvicorn.Config(
         gateway.app(), host=c.host, port=c.port, loop="uvloop", http="httptools",
         lifespan="on", access_log=False, log_level="warning", proxy_headers=False,
+        log_config=None,  # the process's logging stays as it is (the gateway logs its own)
         # SIGTERM: stop accepting, let the requests in flight finish for this long.
         timeout_graceful_shutdown=int(c.drain_timeout_s) if c.drain_timeout_s else None,
         timeout_keep_alive=30, backlog=4096,

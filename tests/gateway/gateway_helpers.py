@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -132,14 +133,20 @@ class GatewayProcess:
             str(self.port),
             "--json",
         ]
+        # A file, not a pipe: a full pipe would block the gateway. Closed by stop().
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115
         self.proc = subprocess.Popen(
-            command, env=environ, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+            command, env=environ, stdout=subprocess.DEVNULL, stderr=self.log
         )
         wait_for(self._healthy, timeout=30, what="the gateway process")
 
+    def log_lines(self) -> list[str]:
+        self.log.seek(0)
+        return self.log.read().decode().splitlines()
+
     def _healthy(self) -> bool:
         if self.proc.poll() is not None:
-            raise AssertionError(f"the gateway exited: {self.proc.stderr.read().decode()[-2000:]}")  # type: ignore[union-attr]
+            raise AssertionError(f"the gateway exited: {self.log_lines()[-20:]}")
         try:
             return httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200
         except httpx.HTTPError:
@@ -157,8 +164,7 @@ class GatewayProcess:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
-        if self.proc.stderr is not None:
-            self.proc.stderr.close()
+        self.log.close()
 
 
 def until(pred: Any, timeout: float = 20.0, what: str = "condition") -> Any:

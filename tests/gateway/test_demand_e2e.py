@@ -5,6 +5,7 @@ Consul failing, the last known replicas keep serving and /healthz says so."""
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 from collections.abc import Iterator
@@ -14,10 +15,11 @@ import httpx
 import pytest
 
 from llm_scheduler_standins.faults import Faults
+from llm_scheduler_standins.model_server import QueueModel
 from tests.gateway.gateway_helpers import GatewayProcess, Stack, client, ready, stack, until
 from tests.service.e2e_helpers import our_jobs
 
-GRACE_S = 4.0
+GRACE_S = 4  # seconds (an integer: the settings refuse 4.0)
 LONG = {"model": "busy", "prompt": "a", "max_tokens": 4000, "stream": True}
 
 
@@ -43,6 +45,9 @@ def _replicas(st: Stack) -> int:
 
 def test_two_gateways_add_up_and_a_killed_ones_demand_lasts_the_grace(st: Stack) -> None:
     st.dc.consul.store.session_ttl_multiplier = 0.3  # a 10 s TTL expires after 3 s
+    assert st.dc.servers is not None
+    # 10 ms a token: the kept gateway's request (4000 tokens) outlasts the test.
+    st.dc.servers.queue = QueueModel(capacity=8.0, request_s=0.2, base_itl_s=0.01)
     st.model("busy", {"min": 0, "max": 4, "target_per_replica": 1})
     kept = st.gateway(session_renew_s=1.0)
     killed = GatewayProcess(st.dc, "doomed", LLM_SCHEDULER_GATEWAY_SESSION_RENEW_S="1")
@@ -84,6 +89,11 @@ def test_sigterm_finishes_what_is_in_flight_then_destroys_the_session(st: Stack)
         assert gw.proc.wait(15) == -signal.SIGTERM
         # Destroyed, not expired: a 10 s TTL would keep the key for 20 s here.
         assert f"llm-scheduler/gateways/{gw.instance}" not in st.gateway_keys()
+        # --json: one line for the request, what it was and how long it took; no body.
+        [line] = [json.loads(x) for x in gw.log_lines() if '"event": "request"' in x]
+        assert line["model"] == "busy" and line["status"] == 200 and line["replica"]
+        assert line["duration_s"] > line["ttfb_s"] > 0 and line["outcome"] == "ok"
+        assert "prompt" not in json.dumps(line) and "data:" not in json.dumps(line)
     finally:
         gw.stop()
 

@@ -6,6 +6,7 @@ retried on another, a replica dropping mid-stream, a client going away mid-strea
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Iterator
 
 import httpx
@@ -220,3 +221,18 @@ def test_a_client_gone_before_a_whole_answer_cancels_upstream(st: Stack, gw: Gat
     assert servers is not None
     # Well before the answer's own end (4000 tokens: over 8 s at the stand-in's pace).
     until(lambda: all(r.active == 0 for r in servers._replicas.values()), 3, "upstream idle")
+
+
+def test_a_client_gone_in_the_middle_of_its_body_is_counted_and_nothing_breaks(
+    gw: GatewayThread,
+) -> None:
+    before = metric(gw, "llm_gateway_bad_input_total", reason="client_closed")
+    host, port = gw.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port))) as sock:
+        sock.sendall(
+            b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b'Content-Length: 100\r\n\r\n{"model": "ch'
+        )
+    until(lambda: metric(gw, "llm_gateway_bad_input_total", reason="client_closed") > before,
+          what="the cut body counted")  # fmt: skip
+    assert client(gw.url).embeddings.create(model="chat", input="a").data
