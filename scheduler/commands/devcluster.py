@@ -25,9 +25,9 @@ def register(app: typer.Typer) -> None:
         model_servers: bool = typer.Option(
             True,
             "--model-servers/--no-model-servers",
-            help="serve /health, /v1/models and vLLM/SGLang /metrics for each running replica "
-            "(on loopback; idle unless load is offered), for `LLM_SCHEDULER_SIGNALS=scrape "
-            "llm-scheduler run`",
+            help="serve /health, /v1/models, the OpenAI endpoints and vLLM/SGLang /metrics for "
+            "each running replica, on loopback, where its Consul service is registered (for "
+            "`llm-scheduler gateway` and `LLM_SCHEDULER_SIGNALS=scrape llm-scheduler run`)",
         ),
     ) -> None:
         """Run embedded Consul and Nomad stand-ins (GPU fleet included) until Ctrl-C.
