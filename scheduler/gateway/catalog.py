@@ -66,27 +66,26 @@ def read_models(
     return models, problems
 
 
-# Filters whose "no" only a change of the fleet's hardware undoes (not a replica stopping).
-HARDWARE_FILTERS = frozenset({"gpu-model", "gpu-memory", "mig-profile", "eligibility"})
-
-
 def cannot_come(record: Any) -> str | None:
     """The scheduler's reason when its status record says the model cannot be placed for a
-    reason that waiting will not clear (a quota that leaves no room, no node that could ever
-    hold a profile); None while it may still come. The record's shape: status_writer.py."""
+    reason that waiting will not clear: a quota limit on every profile (`quota_limit`), or no
+    room where every filter that said no said it for good (`no_room`, each profile's `short`
+    within its `unresolvable`: no stop or preemption changes it). None while it may still
+    come. The record's shape: scheduler/adapters/status_writer.py."""
     if not isinstance(record, dict) or not record.get("pending"):
         return None
     if record.get("live") or record.get("replicas"):
         return None
-    tried = record.get("tried")
-    if not isinstance(tried, list) or not tried:
+    code, tried = record.get("pending_code"), record.get("tried")
+    if code == "quota_limit":
+        return str(record["pending"])
+    if code != "no_room" or not isinstance(tried, list) or not tried:
         return None
     for trial in tried:
-        if not isinstance(trial, dict):
+        short = trial.get("short") if isinstance(trial, dict) else None
+        final = trial.get("unresolvable") if isinstance(trial, dict) else None
+        if not isinstance(short, dict) or not short or not isinstance(final, list):
             return None
-        short = trial.get("short") or {}
-        if trial.get("note"):
-            continue  # a quota limit: no room for the owner
-        if not short or not isinstance(short, dict) or not set(short) <= HARDWARE_FILTERS:
+        if not set(short) <= set(final):
             return None
     return str(record["pending"])

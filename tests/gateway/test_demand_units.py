@@ -133,14 +133,21 @@ def test_the_gateway_reads_model_bounds_with_defaults_for_bad_ones() -> None:
 
 
 def test_cannot_come_only_for_reasons_that_will_not_clear() -> None:
-    hardware = {"profile": "p", "short": {"gpu-model": 3}, "reasons": {}}
-    full = {"profile": "p", "short": {"gpu-count": 3}, "reasons": {}}
-    quota = {"profile": "p", "note": "quota limit of org reached"}
-    base = {"desired": 1, "live": 0, "pending": "profile p: no node has ...", "replicas": []}
-    assert cannot_come({**base, "tried": [hardware]}) == base["pending"]
-    assert cannot_come({**base, "tried": [quota, hardware]}) == base["pending"]
-    assert cannot_come({**base, "tried": [hardware, full]}) is None  # room may come
+    never = {"profile": "p", "short": {"gpu-model": 3}, "unresolvable": ["gpu-model"]}
+    full = {"profile": "p", "short": {"gpu-count": 3}, "unresolvable": []}
+    mixed = {"profile": "p", "short": {"gpu-model": 2, "gpu-count": 1},
+             "unresolvable": ["gpu-model"]}  # fmt: skip
+    base = {"desired": 1, "live": 0, "pending": "profile p: no node has ...", "replicas": [],
+            "pending_code": "no_room"}  # fmt: skip
+    assert cannot_come({**base, "tried": [never]}) == base["pending"]
+    assert cannot_come({**base, "tried": [never, full]}) is None  # room may come
+    assert cannot_come({**base, "tried": [mixed]}) is None
     assert cannot_come({**base, "tried": []}) is None
-    assert cannot_come({**base, "pending": None, "tried": [hardware]}) is None
-    assert cannot_come({**base, "live": 1, "tried": [hardware]}) is None
+    quota = {**base, "pending_code": "quota_limit", "tried": [{"profile": "p", "note": "q"}]}
+    assert cannot_come(quota) == base["pending"]
+    for code in ("held", "waiting_for_victims", "preemption_held_back", None):
+        assert cannot_come({**base, "pending_code": code, "tried": [never]}) is None
+    assert cannot_come({**base, "pending": None, "tried": [never]}) is None
+    assert cannot_come({**base, "live": 1, "tried": [never]}) is None
+    assert cannot_come({**base, "tried": [{"short": "x"}]}) is None
     assert cannot_come("garbage") is None
