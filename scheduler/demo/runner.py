@@ -32,6 +32,7 @@ from scheduler.ops.metrics import MetricsObserver
 
 if TYPE_CHECKING:
     from scheduler.service.config import ServiceConfig
+    from scheduler.service.loop import Service
 
 DEMO_PREFIX = "llm-scheduler-demo/"
 DASHBOARD_PORT = 9464  # the port README and `llm-scheduler run` use
@@ -184,14 +185,8 @@ def run_demo(opts: DemoOptions, console: Console) -> DemoResult:
             lines.append("interrupted")
         finally:
             seconds = time.monotonic() - started
-            # The clients, the gateway, the service, all of it, then the stand-ins: a blocking
-            # query cut off by a stopping server ends in CancelledError tracebacks.
             with console.status("stopping the scheduler", spinner="dots"):
-                traffic.stop()
-                gateway.stop()
-                service.stop()
-                if not service.join_watches(WATCH_WAIT_S * 1.2 + 2):
-                    notes.append("some watches were still waiting when the stand-ins stopped")
+                _stop_all(traffic, gateway, service, notes)
                 if server:
                     server.stop()
         final = dash.state()
@@ -204,6 +199,20 @@ def run_demo(opts: DemoOptions, console: Console) -> DemoResult:
     wakes = list(gateway.gateway.state.wakes)
     return DemoResult(stats, seconds, gpus_total, final, log_file, url, writes,
                       traffic.stats.requests, wakes, lines, notes)  # fmt: skip
+
+
+def _stop_all(traffic: Traffic, gateway: GatewayThread, service: Service, notes: list[str]) -> None:
+    """The clients, the gateway, the service, all of it, before the stand-ins: a blocking query
+    the stand-in is still answering when it stops ends in a CancelledError traceback. Consul
+    answers a blocking query it has no news for only when its wait ends, even after the
+    client went away: the gateway's last ones end within WATCH_WAIT_S and its jitter."""
+    traffic.stop()
+    gateway.stop()
+    gateway_stopped = time.monotonic()
+    service.stop()
+    if not service.join_watches(WATCH_WAIT_S * 1.2 + 2):
+        notes.append("some watches were still waiting when the stand-ins stopped")
+    time.sleep(max(0.0, gateway_stopped + WATCH_WAIT_S * 1.1 + 0.2 - time.monotonic()))
 
 
 def _gateway(consul_url: str, speed: float) -> GatewayThread:
