@@ -62,7 +62,13 @@ class _Guarded:
         self.failures += 1
         self.untaken = repr(exc)
         if self.failures == 1:
-            log.warning(event, name=self.name, node=node.node.id, error=self.untaken)
+            log.warning(
+                event,
+                name=self.name,
+                node=node.node.id,
+                node_name=node.node.name,
+                error=self.untaken,
+            )
 
 
 class _Plain(_Guarded):
@@ -123,7 +129,13 @@ class _Keyed(_Plain):
         except Exception as exc:  # a third-party plugin's bug must not stop the pass
             if not self._warned:
                 self._warned = True
-                log.warning("plugin_shape_key_failed", name=self.name, node=node.id, error=str(exc))
+                log.warning(
+                    "plugin_shape_key_failed",
+                    name=self.name,
+                    node=node.id,
+                    node_name=node.name,
+                    error=str(exc),
+                )
             return (_OWN_VERDICT, node.id)
         return key
 

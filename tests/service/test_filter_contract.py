@@ -71,7 +71,8 @@ class Raises:
 def test_a_filter_that_raises_refuses_that_node_and_the_pass_goes_on() -> None:
     f = _declared(Raises())
     with capture_logs() as logs:
-        plan = decide(steady_snapshot(60, seed=0), Plugins(filters=[f]))
+        snap = steady_snapshot(60, seed=0)
+        plan = decide(snap, Plugins(filters=[f]))
     # Placed, on nodes it said yes to only; the others refused under its name, with why.
     starts = [a for a in plan.actions if a.op == "start"]
     assert starts
@@ -79,6 +80,8 @@ def test_a_filter_that_raises_refuses_that_node_and_the_pass_goes_on() -> None:
     tried = [t for s in plan.models.values() for t in s.tried if "buggy" in t.short]
     assert tried and all(list(t.reasons["buggy"]) == ["filter failed: KeyError"] for t in tried)
     assert [e["event"] for e in logs] == ["plugin_filter_failed"]  # once, not per node
+    names = {n.id: n.name for n in snap.nodes}
+    assert logs[0]["node_name"] == names[logs[0]["node"]]  # named, not only by its id
 
 
 class ScorerRaises:
@@ -198,6 +201,7 @@ def test_a_shape_key_that_fails_keys_its_node_alone_and_never_stops_the_pass() -
         plan = _plan(f)
     assert plan == _plan(ZoneRule())
     assert [e["event"] for e in logs] == ["plugin_shape_key_failed"]  # once, not per node
+    assert logs[0]["node_name"] and logs[0]["node_name"] != logs[0]["node"]
 
 
 class Nameless:
