@@ -88,12 +88,12 @@ class Settings(Strict):
     eviction_grace_s: Duration = 300
     min_lifetime_s: Duration = 600
     preempt_hold_s: Duration = 300
-    max_victims: Annotated[int, Field(ge=0, le=64)] = 3
+    max_victims: Annotated[int, Field(strict=True, ge=0, le=64)] = 3
     # Rolling updates: replacements of a model started ahead of the replicas they replace
     # (make-before-break), at most this many at a time.
-    rollout_surge: Annotated[int, Field(ge=1, le=64)] = 1
+    rollout_surge: Annotated[int, Field(strict=True, ge=1, le=64)] = 1
     # Replicas moved per pass to a better profile (consolidation); 0 turns it off.
-    consolidate_per_pass: Annotated[int, Field(ge=0, le=64)] = 1
+    consolidate_per_pass: Annotated[int, Field(strict=True, ge=0, le=64)] = 1
     # Cost of one GPU by GPU model name, matched by substring as gpu_models is (the longest
     # match wins); a GPU no key matches costs default_gpu_cost. Read by `placement: cheapest`.
     gpu_costs: dict[str, NonNegFloat] = Field(default_factory=dict)
@@ -104,8 +104,8 @@ class Settings(Strict):
     # Scale-down stabilisation: a model scales down only to the highest count it
     # wanted over this window (HPA's and AIBrix's default 300 s), at most this many replicas
     # per pass (0: no limit). Scale-up is never delayed. A model's scaling may override both.
-    scale_down_window_s: Annotated[int, Field(ge=0, le=86400)] = 300
-    scale_down_step: Annotated[int, Field(ge=0)] = 0
+    scale_down_window_s: Annotated[int, Field(strict=True, ge=0, le=86400)] = 300
+    scale_down_step: Annotated[int, Field(strict=True, ge=0)] = 0
     # How long the replicas of a model whose key was deleted stay before they are stopped
     # (a key deleted by mistake can be put back in that time).
     retire_grace_s: Duration = 600
@@ -116,21 +116,25 @@ class Settings(Strict):
 
 @dataclass(frozen=True, slots=True, kw_only=True, config=STRICT_RECORD)
 class Scaling(Record):
-    min: Annotated[int, Field(ge=0, le=100_000)] = 0
-    max: Annotated[int, Field(ge=0, le=100_000)] = 1
-    target_per_replica: Annotated[float, Field(ge=0.001, le=MAX_AMOUNT, allow_inf_nan=False)] = 16
-    on_demand: bool = False
+    min: Annotated[int, Field(strict=True, ge=0, le=100_000)] = 0
+    max: Annotated[int, Field(strict=True, ge=0, le=100_000)] = 1
+    target_per_replica: Annotated[
+        float, Field(strict=True, ge=0.001, le=MAX_AMOUNT, allow_inf_nan=False)
+    ] = 16
+    on_demand: Annotated[bool, Field(strict=True)] = False
     # Objectives on what the model servers report; each one set is a signal, and the
     # largest count any signal asks for wins. KV-cache usage per replica (0-1, llm-d's 0.80),
     # waiting requests per replica (llm-d's 5), TTFT and inter-token latency p90 (Dynamo's
     # 500 ms / 50 ms).
-    kv_cache_target: Annotated[float | None, Field(gt=0, le=1, allow_inf_nan=False)] = None
-    queue_per_replica: Annotated[float | None, Field(gt=0, allow_inf_nan=False)] = None
-    ttft_p90_ms: Annotated[float | None, Field(gt=0, allow_inf_nan=False)] = None
-    itl_p90_ms: Annotated[float | None, Field(gt=0, allow_inf_nan=False)] = None
+    kv_cache_target: Annotated[
+        float | None, Field(strict=True, gt=0, le=1, allow_inf_nan=False)
+    ] = None
+    queue_per_replica: Annotated[float | None, Field(strict=True, gt=0, allow_inf_nan=False)] = None
+    ttft_p90_ms: Annotated[float | None, Field(strict=True, gt=0, allow_inf_nan=False)] = None
+    itl_p90_ms: Annotated[float | None, Field(strict=True, gt=0, allow_inf_nan=False)] = None
     # Per-model overrides of the settings of the same name.
-    scale_down_window_s: Annotated[int | None, Field(ge=0, le=86400)] = None
-    scale_down_step: Annotated[int | None, Field(ge=0)] = None
+    scale_down_window_s: Annotated[int | None, Field(strict=True, ge=0, le=86400)] = None
+    scale_down_step: Annotated[int | None, Field(strict=True, ge=0)] = None
 
     @model_validator(mode="after")
     def _min_le_max(self) -> Scaling:
@@ -194,7 +198,7 @@ class Model(Record):
     serve: Serve | None = None
     # How long a replica may take from registration to passing its readiness check (weights
     # download, load, compile). Sizes the job's health-check grace and the starting time-out.
-    load_grace_s: Annotated[int, Field(ge=30, le=86400)] = 1800
+    load_grace_s: Annotated[int, Field(strict=True, ge=30, le=86400)] = 1800
     # `preferred`: profiles in listed order. `cheapest`: among the profiles that fit, the one
     # whose GPUs cost least (settings.gpu_costs); listed order breaks ties.
     placement: Literal["preferred", "cheapest"] = "preferred"
@@ -244,7 +248,7 @@ class Quota(Strict):
     limit: Amount | None = None
     # Share of the borrowable pool (past the guarantees) relative to other owners: an owner of
     # weight 2 may borrow twice as much as one of weight 1 before it yields (fair sharing).
-    weight: Annotated[float, Field(gt=0, le=1000)] = 1.0
+    weight: Annotated[float, Field(strict=True, gt=0, le=1000)] = 1.0
 
     @model_validator(mode="after")
     def _guarantee_within_limit(self) -> Quota:

@@ -138,6 +138,15 @@ def test_a_huge_last_used_could_stop_every_pass() -> None:
         (LAYOUT.model_key("m"), _model_value(gpus="2"), "profiles[0].gpus"),
         (LAYOUT.model_key("m"), _model_value(memory_gb="16"), "profiles[0].memory_gb"),
         (LAYOUT.quota_key("org/a"), {"limit": {"gpus": "4"}}, "limit.gpus"),
+        (LAYOUT.quota_key("org/a"), {"weight": "2"}, "weight"),
+        (LAYOUT.settings, {"max_victims": "3"}, "max_victims"),
+        (LAYOUT.model_key("m"), {**_model_value(), "scaling": {"max": "2"}}, "scaling.max"),
+        (
+            LAYOUT.model_key("m"),
+            {**_model_value(), "scaling": {"on_demand": "yes"}},
+            "scaling.on_demand",
+        ),
+        (LAYOUT.model_key("m"), {**_model_value(), "load_grace_s": "600"}, "load_grace_s"),
     ],
 )
 def test_a_number_written_as_a_string_is_refused(key: str, value: object, field: str) -> None:
