@@ -140,9 +140,9 @@ def _status_lines(records: dict[str, Any]) -> list[str]:
 
 
 def _why(model: str, as_json: bool, prefix: str | None) -> None:
-    from scheduler.ops.cli_support import call, console, esc, print_json, working
+    from scheduler.ops.cli_support import call, print_json, working
     from scheduler.ops.connect import OperatorError, consul_client, layout
-    from scheduler.ops.status_view import explain_trials, read_status, why_not_pending
+    from scheduler.ops.status_view import read_status, why_not_pending
 
     kv = layout(prefix)
     client = consul_client()
@@ -188,6 +188,25 @@ def _why(model: str, as_json: bool, prefix: str | None) -> None:
             }
         )  # fmt: skip
         return
+    _print_why(model, record, live, desired, scaling, pending, state, code, timed_out, trials)
+
+
+def _print_why(
+    model: str,
+    record: Any,
+    live: int | None,
+    desired: int | None,
+    scaling: str | None,
+    pending: str | None,
+    state: str | None,
+    code: str | None,
+    timed_out: list[Any],
+    trials: list[Any],
+) -> None:
+    """`why MODEL` as text: live and wanted, what set the count, why pending, what was tried."""
+    from scheduler.ops.cli_support import console, esc
+    from scheduler.ops.status_view import explain_trials
+
     where = "status record" if record else "no status record yet: what the next pass would do"
     console.print(
         f"[bold]{esc(model)}[/]: {_live_and_wanted(live, desired)} ({where})", highlight=False

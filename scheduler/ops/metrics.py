@@ -132,6 +132,22 @@ class MetricsObserver:
             self.gpus.labels(state)
             self.mig_slices.labels(state)
 
+    def _reason_metrics(self, r: CollectorRegistry) -> None:
+        """Stops and pending models by their reason's code."""
+        self.stops = Counter(
+            "llm_scheduler_stops",
+            "Replicas stopped, by the reason's code (scale_down, timed_out, preempted_..., "
+            "see docs/decision-core.md).",
+            ["code"],
+            registry=r,
+        )
+        self.pending_by_code = Gauge(
+            "llm_scheduler_models_pending_by_code",
+            "Models below their desired replicas, by the pending reason's code.",
+            ["code"],
+            registry=r,
+        )
+
     def _service_metrics(self, r: CollectorRegistry) -> None:
         """What the service did: actions, errors, passes, leadership, build."""
         self.preemptions = Counter(
@@ -155,19 +171,7 @@ class MetricsObserver:
             ["op", "result"],
             registry=r,
         )
-        self.stops = Counter(
-            "llm_scheduler_stops",
-            "Replicas stopped, by the reason's code (scale_down, timed_out, preempted_..., "
-            "see docs/decision-core.md).",
-            ["code"],
-            registry=r,
-        )
-        self.pending_by_code = Gauge(
-            "llm_scheduler_models_pending_by_code",
-            "Models below their desired replicas, by the pending reason's code.",
-            ["code"],
-            registry=r,
-        )
+        self._reason_metrics(r)
         self.passes = Counter("llm_scheduler_passes", "Reconcile passes.", registry=r)
         self.passes_carried = Counter(
             "llm_scheduler_passes_carried",
