@@ -209,6 +209,20 @@ class Chain:
                 choice.slice = ns.free_slices[mig][0]
         return None, choice
 
+    def exhausted(self, ctx: PlaceContext, ns: NodeState) -> Reason | None:
+        """Why a node the index skips for capacity (too few free GPUs, no free slice of the
+        MIG profile) cannot hold a shard: the filters in chain order up to the capacity
+        checks, which say no there, so a walk need not visit it to know. Plugins come after
+        the built-ins and are never reached."""
+        usable = len(ns.free_gpus)
+        for f in self.filters:
+            if isinstance(f, PluginFilter):
+                break
+            said = f.check(ctx, ns, None, usable)
+            if said is not None:
+                return said
+        return None
+
     def score(self, ctx: PlaceContext, ns: NodeState, choice: Choice) -> float:
         """The devices picked on the node, and the scorers' sum (in their order, from 0.0)."""
         p: Profile = ctx.profile

@@ -54,10 +54,20 @@ class Outcome:
 class Failure:
     """A profile that found too few feasible nodes, for preemption trials to start from."""
 
-    def __init__(self, version: int, feasible: list[str], quota_blocked: bool) -> None:
+    def __init__(
+        self,
+        version: int,
+        feasible: list[str],
+        quota_blocked: bool,
+        refused: dict[Reason, int] | None = None,
+    ) -> None:
         self.version = version  # the inventory version it was found at
         self.feasible = feasible  # the nodes that did pass (fewer than the shards wanted)
         self.quota_blocked = quota_blocked
+        # Nodes the walk visited that passed the static filters and still said no, by reason:
+        # counted as the walk went (as Nomad's metrics count filtered nodes), for the pending
+        # sentence; the nodes it never visited are counted by _explain.
+        self.refused: dict[Reason, int] = {} if refused is None else refused
 
 
 class Placer:
@@ -137,8 +147,15 @@ class Placer:
     # ------------------------------------------------------------ one profile
 
     def _feasible(
-        self, ctx: PlaceContext, inv: Inventory, node_ids: Iterator[str] | list[str], want: int
+        self,
+        ctx: PlaceContext,
+        inv: Inventory,
+        node_ids: Iterator[str] | list[str],
+        want: int,
+        refused: dict[Reason, int] | None = None,
     ) -> list[tuple[str, Choice]]:
+        """The first `want` nodes that can hold one shard; with `refused`, the others' dynamic
+        reasons counted on the way (a counter per no: the explanation costs no walk of its own)."""
         key = self._key(ctx.model, ctx.profile)
         verdicts = self.cache.of_node(key)
         found: list[tuple[str, Choice]] = []
@@ -152,11 +169,13 @@ class Placer:
                 )
             if verdict[0] is not None:
                 continue
-            _, choice = self._dynamic(ctx, nodes[nid], verdict)
+            said, choice = self._dynamic(ctx, nodes[nid], verdict)
             if choice is not None:
                 found.append((nid, choice))
                 if len(found) == want:
                     break
+            elif refused is not None and said is not None:
+                refused[said] = refused.get(said, 0) + 1
         return found
 
     def place_profile(
@@ -169,9 +188,10 @@ class Placer:
             self.failures[(model.name, profile.name)] = Failure(inv.version, [], True)
             return None, ProfileTrial(profile=profile.name, note=block), block
         want = self.limit + profile.shards - 1
-        fits = self._feasible(ctx, inv, self._walk(ctx, inv), want)
+        refused: dict[Reason, int] = {}
+        fits = self._feasible(ctx, inv, self._walk(ctx, inv), want, refused)
         if profile.shards > 1 and profile.locality != "none" and len(fits) >= profile.shards:
-            fits = self._local(ctx, inv, fits)
+            fits = self._local(ctx, inv, fits, refused)
         if len(fits) >= profile.shards:
             scored = sorted(
                 (
@@ -183,15 +203,20 @@ class Placer:
             shards = [Shard(node=nid, gpus=ch.picked) for _, _, nid, ch in scored[: profile.shards]]
             return Placement(profile, shards), ProfileTrial(profile=profile.name), ""
         self.failures[(model.name, profile.name)] = Failure(
-            inv.version, [nid for nid, _ in fits], False
+            inv.version, [nid for nid, _ in fits], False, refused
         )
         return None, ProfileTrial(profile=profile.name), sentence(profile, len(fits), {})
 
     def _local(
-        self, ctx: PlaceContext, inv: Inventory, fits: list[tuple[str, Choice]]
+        self,
+        ctx: PlaceContext,
+        inv: Inventory,
+        fits: list[tuple[str, Choice]],
+        refused: dict[Reason, int],
     ) -> list[tuple[str, Choice]]:
         """The feasible nodes of one datacenter (and topology group) that can hold every
-        shard. The first few nodes of the walk usually are; else the whole fleet is looked at.
+        shard. The first few nodes of the walk usually are; else the whole fleet is looked at
+        (and `refused` counted again by that walk, which visits every node the first did).
         With `required` locality and no such group: none (the profile does not fit)."""
         p = ctx.profile
 
@@ -202,7 +227,8 @@ class Placer:
         group = colocated(fits, node_of, p.shards, self.topology_key, True)
         if group is not None:
             return group
-        every = self._feasible(ctx, inv, self._walk(ctx, inv), len(inv.nodes))
+        refused.clear()
+        every = self._feasible(ctx, inv, self._walk(ctx, inv), len(inv.nodes), refused)
         required = p.locality == "required"
         group = colocated(every, node_of, p.shards, self.topology_key, required)
         if group is None:
@@ -215,9 +241,26 @@ class Placer:
             placement.shards, lambda nid: nodes[nid].node if nid in nodes else None
         )
 
-    def _explain(self, ctx: PlaceContext, inv: Inventory) -> dict[Reason, int]:
-        """How many nodes said no for which reason. Worked out once per profile shape and then
-        kept up to date from the inventory's log of changed nodes, not redone per model."""
+    def _unvisited(self, ctx: PlaceContext, ns: NodeState, verdict: Verdict) -> Reason | None:
+        """Why a node that no walk for the profile visits cannot hold a shard: its static
+        refusal, or, for a node the index skips (too few free GPUs, no free slice of the MIG
+        profile), the chain's checks up to capacity. None: a walk visits it and counts it."""
+        if verdict[0] is not None:
+            return verdict[0]
+        p = ctx.profile
+        if p.mig_profile is not None:
+            offered = bool(ns.free_slices.get(p.mig_profile))
+        else:
+            offered = 0 < len(ns.free_gpus) >= p.gpus  # the index files no node with none free
+        return None if offered else self.chain.exhausted(ctx, ns)
+
+    def _explain(
+        self, ctx: PlaceContext, inv: Inventory, refused: dict[Reason, int]
+    ) -> dict[Reason, int]:
+        """How many nodes said no for which reason: those the walk visited (`refused`, its
+        counts) and those it never did (static refusals, nodes the index skips). The latter
+        worked out once per profile shape and then kept up to date from the inventory's log
+        of changed nodes, not redone per model."""
         vkey = self._key(ctx.model, ctx.profile)
         key = (*vkey, ctx.profile.cpu_cores, ctx.profile.memory_gb)
         cache = self.cache
@@ -234,15 +277,18 @@ class Placer:
                     ns = inv.nodes[member.node.id]
                     if by_id:
                         verdict = cache.node_verdict(ctx.model, ctx.profile, ns, vkey)
-                    seen.set(ns.node.id, self._dynamic(ctx, ns, verdict)[0])
+                    seen.set(ns.node.id, self._unvisited(ctx, ns, verdict))
         elif seen.version != inv.version:
             for nid in sorted(inv.changed_since(seen.version)):
                 if nid in seen.reasons:  # the others failed a static filter
                     ns = inv.nodes[nid]
                     verdict = cache.node_verdict(ctx.model, ctx.profile, ns, vkey)
-                    seen.set(nid, self._dynamic(ctx, ns, verdict)[0])
+                    seen.set(nid, self._unvisited(ctx, ns, verdict))
             seen.version = inv.version
-        return {r: n for r, n in seen.counts.items() if n}
+        counts = {r: n for r, n in seen.counts.items() if n}
+        for r, n in refused.items():
+            counts[r] = counts.get(r, 0) + n
+        return counts
 
     def fits(self, model: Model, inv: Inventory, base_version: int, touched: set[str]) -> bool:
         """Whether some profile of the model fits in a trial inventory: a clone of the one at
@@ -323,9 +369,9 @@ class Placer:
             return out
         for profile, trial, note in tried:
             if explain and trial.note is None:  # not a quota: say which nodes lacked what
-                counts = self._explain(PlaceContext(model, profile), inv)
-                n_fits = len(self.failures[(model.name, profile.name)].feasible)
-                trial, note = explained(profile, n_fits, counts)
+                failure = self.failures[(model.name, profile.name)]
+                counts = self._explain(PlaceContext(model, profile), inv, failure.refused)
+                trial, note = explained(profile, len(failure.feasible), counts)
             out.trials.append(trial)
             out.notes.append(note)
         return out

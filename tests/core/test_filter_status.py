@@ -89,3 +89,32 @@ def test_built_in_static_filters_are_unresolvable_and_dynamic_ones_are_not() -> 
     assert _trial(_snapshot(4, 1, gpu_models=["A100"])).unresolvable == ["gpu-model"]
     too_few = _trial(_snapshot(2, 4))
     assert too_few.short == {"gpu-count": 3} and too_few.unresolvable == []
+
+
+class Counting:
+    """Refuses every node, counting how often each is asked."""
+
+    name = "counting"
+    static = False
+
+    def __init__(self) -> None:
+        self.asked: dict[str, int] = {}
+
+    def filter(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> str | None:
+        self.asked[node.node.id] = self.asked.get(node.node.id, 0) + 1
+        return "refused"
+
+
+def test_the_walk_that_places_is_the_walk_that_explains() -> None:
+    # The reasons come from the placing walk's own counts: no node is asked again to say why,
+    # and a node the index skips for capacity is never asked at all.
+    # (No preemption: its trials would walk a clone of their own.)
+    snap = _snapshot(4, 1)
+    snap = snap.model_copy(update={"settings": snap.settings.model_copy(update={"max_victims": 0})})
+    counting = Counting()
+    trial = _trial(snap, Plugins(filters=[counting]))
+    assert trial.short == {"counting": 3}
+    assert counting.asked == {"n0": 1, "n1": 1, "n2": 1}
+    skipped = Counting()
+    assert _trial(_snapshot(2, 4), Plugins(filters=[skipped])).short == {"gpu-count": 3}
+    assert skipped.asked == {}
