@@ -19,9 +19,11 @@ from pathlib import Path
 from huggingface_hub import CachedRevisionInfo, scan_cache_dir
 from huggingface_hub.errors import CacheNotFound
 
-from scheduler.reporter.cache_record import MAX_SNAPSHOTS, CacheReport, SnapshotReport
+from scheduler.reporter.cache_record import CacheReport, SnapshotReport
 
 INDEX = "model.safetensors.index.json"
+# The record shares Consul's 512 KB value limit with the GPUs: a few hundred snapshots at most.
+REPORTED_SNAPSHOTS = 256
 MAX_INDEX_BYTES = 64 * 2**20  # an index lists tensor names; larger is not an index
 
 
@@ -65,8 +67,9 @@ def _snapshot(source: str, revision: CachedRevisionInfo) -> SnapshotReport | Non
     )
 
 
-def scan_model_cache(hf_home: Path, volume: str) -> CacheReport:
-    """The complete model snapshots under `<hf_home>/hub` and the volume's free bytes."""
+def scan_model_cache(hf_home: Path, volume: str, limit: int = REPORTED_SNAPSHOTS) -> CacheReport:
+    """The complete model snapshots under `<hf_home>/hub` (the `limit` used last) and the
+    volume's free bytes."""
     errors: list[str] = []
     try:
         free: int | None = shutil.disk_usage(hf_home).free
@@ -85,10 +88,10 @@ def scan_model_cache(hf_home: Path, volume: str) -> CacheReport:
             found = _snapshot(repo.repo_id, revision)
             if found is not None:
                 snapshots.append(found)
-    if len(snapshots) > MAX_SNAPSHOTS:
-        errors.append(f"{len(snapshots)} snapshots; reported the {MAX_SNAPSHOTS} used last")
+    if len(snapshots) > limit:
+        errors.append(f"{len(snapshots)} snapshots; reported the {limit} used last")
         snapshots.sort(key=lambda s: s.last_used or datetime.min.replace(tzinfo=UTC))
-        snapshots = snapshots[-MAX_SNAPSHOTS:]
+        snapshots = snapshots[-limit:]
     errors += [str(w).splitlines()[0] for w in info.warnings][:32]
     return CacheReport(volume=volume, free_bytes=free, snapshots=snapshots, errors=errors)
 

@@ -82,3 +82,16 @@ def test_the_reporter_command_reports_the_cache_from_its_setting(tmp_path: Path)
     assert [s["source"] for s in cache["snapshots"]] == ["org/m"]
     bare = CliRunner().invoke(app, ["reporter", "--fake-nvml", "h100", "--once"], env={})
     assert json.loads(bare.stdout)["cache"] is None
+
+
+def test_a_crowded_cache_reports_the_snapshots_used_last(tmp_path: Path) -> None:
+    home = _cache(
+        tmp_path,
+        *(
+            CachedWeights(source=f"org/m{i}", commit=f"{i}" * 40, bytes=GB, last_used=1.7e9 + i)
+            for i in range(3)
+        ),
+    )
+    report = scan_model_cache(home, "v", limit=2)
+    assert [s.source for s in report.snapshots] == ["org/m1", "org/m2"]
+    assert report.errors == ["3 snapshots; reported the 2 used last"]
