@@ -9,6 +9,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from scheduler.core.fleet import NodeCache
 from scheduler.core.models import Plan, Snapshot, StartAction, StopAction
 from scheduler.ops.inventory import usage
 
@@ -79,6 +80,9 @@ class MetricsObserver:
         self.health_check: Callable[[], dict[str, Any]] | None = None
         self._lock = threading.Lock()
         self._classes: dict[str, str] = {}
+        # As of the last pass: each node's model cache, each model's (source, revision).
+        self._caches: dict[str, NodeCache] = {}
+        self._serves: dict[str, tuple[str, str | None]] = {}
         self._known: set[tuple[str, str]] = set()
         self._signals_known: set[tuple[str, str]] = set()
         self._standing_errors: set[str] = set()
@@ -171,6 +175,13 @@ class MetricsObserver:
             ["op", "result"],
             registry=r,
         )
+        self.starts = Counter(
+            "llm_scheduler_starts",
+            "Replicas started, by model and whether the head node's model cache held the "
+            "model's revision (warm) or not (cold), as last reported.",
+            ["model", "cache"],
+            registry=r,
+        )
         self._reason_metrics(r)
         self.passes = Counter("llm_scheduler_passes", "Reconcile passes.", registry=r)
         self.passes_carried = Counter(
@@ -205,6 +216,10 @@ class MetricsObserver:
     ) -> None:
         with self._lock:
             self._classes = {m.name: m.class_ for m in snapshot.models}
+            self._caches = {n.id: n.cache for n in snapshot.nodes if n.cache is not None}
+            self._serves = {
+                m.name: (m.serve.source, m.serve.revision) for m in snapshot.models if m.serve
+            }
             self.passes.inc()
             self.pass_duration.observe(duration_s)
             self.last_pass.set_to_current_time()
@@ -302,10 +317,18 @@ class MetricsObserver:
             self.actions.labels(action.op, "ok" if ok else "error").inc()
             if ok and isinstance(action, StopAction):
                 self.stops.labels(action.code or "unknown").inc()
+            if ok and isinstance(action, StartAction):
+                self.starts.labels(action.model, self._start_cache(action)).inc()
             if not ok:
                 self.errors.labels(action.op).inc()
             elif isinstance(action, StopAction) and action.preempted_for:
                 self.preemptions.labels(self._classes.get(action.model, "unknown")).inc()
+
+    def _start_cache(self, action: StartAction) -> str:
+        serve = self._serves.get(action.model)
+        cache = self._caches.get(action.shards[0].node) if action.shards else None
+        warm = serve is not None and cache is not None and cache.holds(*serve)
+        return "warm" if warm else "cold"
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
