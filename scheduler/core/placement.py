@@ -25,7 +25,7 @@ from scheduler.core.plugins import (
     memory_suffices,
     model_matches,
 )
-from scheduler.core.reasons import explained, sentence
+from scheduler.core.reasons import Refusals, explained, sentence
 from scheduler.core.verdicts import (
     Explained,
     Key,
@@ -59,7 +59,7 @@ class Failure:
         version: int,
         feasible: list[str],
         quota_blocked: bool,
-        refused: dict[Reason, int] | None = None,
+        refused: Refusals | None = None,
     ) -> None:
         self.version = version  # the inventory version it was found at
         self.feasible = feasible  # the nodes that did pass (fewer than the shards wanted)
@@ -67,7 +67,7 @@ class Failure:
         # Nodes the walk visited that passed the static filters and still said no, by reason:
         # counted as the walk went (as Nomad's metrics count filtered nodes), for the pending
         # sentence; the nodes it never visited are counted by _explain.
-        self.refused: dict[Reason, int] = {} if refused is None else refused
+        self.refused = Refusals() if refused is None else refused
 
 
 class Placer:
@@ -152,7 +152,7 @@ class Placer:
         inv: Inventory,
         node_ids: Iterator[str] | list[str],
         want: int,
-        refused: dict[Reason, int] | None = None,
+        refused: Refusals | None = None,
     ) -> list[tuple[str, Choice]]:
         """The first `want` nodes that can hold one shard; with `refused`, the others' dynamic
         reasons counted on the way (a counter per no: the explanation costs no walk of its own)."""
@@ -175,7 +175,7 @@ class Placer:
                 if len(found) == want:
                     break
             elif refused is not None and said is not None:
-                refused[said] = refused.get(said, 0) + 1
+                refused.add(nid, said)
         return found
 
     def place_profile(
@@ -188,7 +188,7 @@ class Placer:
             self.failures[(model.name, profile.name)] = Failure(inv.version, [], True)
             return None, ProfileTrial(profile=profile.name, note=block), block
         want = self.limit + profile.shards - 1
-        refused: dict[Reason, int] = {}
+        refused = Refusals()
         fits = self._feasible(ctx, inv, self._walk(ctx, inv), want, refused)
         if profile.shards > 1 and profile.locality != "none" and len(fits) >= profile.shards:
             fits = self._local(ctx, inv, fits, refused)
@@ -212,7 +212,7 @@ class Placer:
         ctx: PlaceContext,
         inv: Inventory,
         fits: list[tuple[str, Choice]],
-        refused: dict[Reason, int],
+        refused: Refusals,
     ) -> list[tuple[str, Choice]]:
         """The feasible nodes of one datacenter (and topology group) that can hold every
         shard. The first few nodes of the walk usually are; else the whole fleet is looked at
@@ -254,9 +254,7 @@ class Placer:
             offered = 0 < len(ns.free_gpus) >= p.gpus  # the index files no node with none free
         return None if offered else self.chain.exhausted(ctx, ns)
 
-    def _explain(
-        self, ctx: PlaceContext, inv: Inventory, refused: dict[Reason, int]
-    ) -> dict[Reason, int]:
+    def _explain(self, ctx: PlaceContext, inv: Inventory, refused: Refusals) -> dict[Reason, int]:
         """How many nodes said no for which reason: those the walk visited (`refused`, its
         counts) and those it never did (static refusals, nodes the index skips). The latter
         worked out once per profile shape and then kept up to date from the inventory's log
@@ -286,7 +284,7 @@ class Placer:
                     seen.set(nid, self._unvisited(ctx, ns, verdict))
             seen.version = inv.version
         counts = {r: n for r, n in seen.counts.items() if n}
-        for r, n in refused.items():
+        for r, n in refused.counts.items():
             counts[r] = counts.get(r, 0) + n
         return counts
 
@@ -326,6 +324,20 @@ class Placer:
         """Whether the node passes the static filters for the profile (whatever is free)."""
         key = self._key(model, profile)
         return self.cache.node_verdict(model, profile, ns, key).reason is None
+
+    def preemption_could_help(
+        self, model: Model, profile: Profile, ns: NodeState, version: int
+    ) -> bool:
+        """Whether the node's "no" to the profile is one preemption could change, by the
+        filters' own status: its static verdict's, then the chain's as the placing walk on
+        inventory `version` recorded it (a node it did not record: unschedulable)."""
+        said = self.cache.node_verdict(model, profile, ns, self._key(model, profile)).reason
+        if said is not None:
+            return not said.unresolvable
+        failure = self.failures.get((model.name, profile.name))
+        if failure is None or failure.version != version:
+            return True
+        return ns.node.id not in failure.refused.never
 
     def shard_fits(self, model: Model, profile: Profile, inv: Inventory, node_id: str) -> bool:
         """Whether one shard of the profile fits on this node of the inventory."""

@@ -43,6 +43,25 @@ def sentence(profile: Profile, n_fits: int, texts: dict[str, int]) -> str:
     return text
 
 
+class Refusals:
+    """What a placing walk met on the nodes it visited that passed the static filters and
+    still said no: nodes per Reason (for the sentence), and the nodes whose "no" was
+    unresolvable (where preemption need not try)."""
+
+    def __init__(self) -> None:
+        self.counts: dict[Reason, int] = {}
+        self.never: set[str] = set()
+
+    def add(self, node_id: str, said: Reason) -> None:
+        self.counts[said] = self.counts.get(said, 0) + 1
+        if said.unresolvable:
+            self.never.add(node_id)
+
+    def clear(self) -> None:
+        self.counts.clear()
+        self.never.clear()
+
+
 def explained(profile: Profile, n_fits: int, counts: dict[Reason, int]) -> tuple[ProfileTrial, str]:
     """The trial (counts by filter name, words by filter) and the sentence (by words)."""
     short: dict[str, int] = {}

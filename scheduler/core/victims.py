@@ -166,8 +166,9 @@ POOL_CAP = 24
 def _room_possible(
     m: Model, profile: Profile, inv: Inventory, nid: str, held: list[float], placer: Placer
 ) -> bool:
-    """A quick necessary condition before any trial: the node passes the static filters, and
-    its free room plus all its candidates' (`held`: GPUs, CPU, memory) would hold a shard."""
+    """A quick necessary condition before any trial: no filter said preemption cannot help
+    on the node (unresolvable), and its free room plus all its candidates' (`held`: GPUs,
+    CPU, memory) would hold a shard."""
     ns = inv.nodes.get(nid)
     if ns is None:
         return False
@@ -177,7 +178,7 @@ def _room_possible(
         return False
     if not profile.is_mig and len(ns.free_gpus) + held[0] < profile.gpus:
         return False
-    return placer.could_hold(m, profile, ns)
+    return placer.preemption_could_help(m, profile, ns, inv.version)
 
 
 def choose(

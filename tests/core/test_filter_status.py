@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from preemption_snapshots import model, node, replica, snap, stops
+
 from scheduler.core.decide import decide
 from scheduler.core.inventory import NodeState
 from scheduler.core.models import Snapshot
@@ -118,3 +120,37 @@ def test_the_walk_that_places_is_the_walk_that_explains() -> None:
     skipped = Counting()
     assert _trial(_snapshot(2, 4), Plugins(filters=[skipped])).short == {"gpu-count": 3}
     assert skipped.asked == {}
+
+
+class WhileShared:
+    """Refuses a node while another model runs on it, saying whether preemption could help."""
+
+    name = "while-shared"
+    static = False
+
+    def __init__(self, unresolvable: bool) -> None:
+        self.unresolvable = unresolvable
+
+    def filter(self, ctx: PlaceContext, node: NodeState, choice: Choice) -> Status | None:
+        if any(n for name, n in node.per_model.items() if name != ctx.model.name):
+            return Status("shared with another model", self.unresolvable)
+        return None
+
+
+def test_preemption_is_tried_only_where_a_filter_said_it_could_help() -> None:
+    # Four GPUs free beside a lower-class replica, refused while it runs there: the replica
+    # gives way when the filter says preemption could help (unschedulable), and no victim is
+    # searched for on the node when it says it could not (unresolvable), whichever is true.
+    s = snap(
+        nodes=[node("n1", 8)],
+        models=[
+            model("crit", "critical", "org/a", lo=1, gpus=4),
+            model("low", "opportunistic", "org/b", gpus=4),
+        ],
+        replicas=[replica("low-1", "low", [("n1", [f"n1-g{i}" for i in range(4)])])],
+    )
+    helped = decide(s, Plugins(filters=[WhileShared(unresolvable=False)]))
+    assert [a.replica for a in stops(helped)] == ["low-1"]
+    plan = decide(s, Plugins(filters=[WhileShared(unresolvable=True)]))
+    assert stops(plan) == []
+    assert plan.models["crit"].tried[0].unresolvable == ["while-shared"]
