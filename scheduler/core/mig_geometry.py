@@ -6,7 +6,7 @@ instance placed at `start` with `size` memory slices occupies `[start, start + s
 instances conflict exactly when those ranges overlap, the compute slices of all instances
 add up to at most 7, and at most one `+me` (media extensions) instance exists per GPU.
 
-Sources (see /work/shared/reference/mig-profiles.md for the full citations):
+Sources:
 - [S1] NVIDIA MIG User Guide, "Supported MIG Profiles"
   https://docs.nvidia.com/datacenter/tesla/mig-user-guide/supported-mig-profiles.html
   (A100-40GB table; the A100-80GB profile names; "+me": at most 1 per GPU).
@@ -15,7 +15,10 @@ Sources (see /work/shared/reference/mig-profiles.md for the full citations):
   layouts give the maximum count of every profile (A100-40GB 1g.10gb = 4; H200 names and counts).
 - [S5]/[S5b] `nvidia-smi mig -lgipp` on a DGX A100 (A100-SXM4-40GB): placements, incl. IDs 20, 15.
 - [S6] `nvidia-smi mig -lgip/-lgipp` on an "NVIDIA H100 80GB HBM3": placements and counts.
-- [S8] NVML `nvmlGpuInstancePlacement_t`: start = first memory slice, size = memory slices.
+- [S4] NVIDIA/k8s-test-infra pkg/gpu/mocknvml/configs/mock-nvml-config-a100.yaml: profile
+  IDs are device- and driver-specific.
+- [S8] NVML `nvmlGpuInstancePlacement_t`: start = first memory slice, size = memory slices
+  https://docs.nvidia.com/deploy/nvml-api/structnvmlGpuInstancePlacement__t.html
 The A100-80GB rows reuse the 40GB placements ([S1] note); the H200 placements are *expected*
 by analogy with the H100 (same GH100 die, [S2]) and not confirmed on hardware.
 

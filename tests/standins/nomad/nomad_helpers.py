@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import nomad
+from llm_scheduler_standins.nomad import NomadStandin
 from llm_scheduler_standins.registry import CheckStatus, ServiceInstance
-from scheduler.core.models import Node
+from scheduler.core.models import GPU, Node
 
 # shared/ lies beside the checkout (CI lays a copy there); /work/shared is the workplace mount.
 FIXTURES = next(
@@ -112,3 +114,34 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
             return
         time.sleep(0.02)
     raise AssertionError("condition not reached in time")
+
+
+def run_allocs(client: nomad.Nomad, job_id: str, namespace: str | None = None) -> list[dict]:
+    allocs = client.job.get_allocations(job_id, namespace=namespace)
+    return [a for a in allocs if a["DesiredStatus"] == "run"]
+
+
+def strict_node(node_id: str, name: str, pool: str = "default", gpus: int = 2) -> Node:
+    return Node(
+        id=node_id,
+        name=name,
+        pool=pool,
+        cpu_cores=16,
+        memory_gb=64,
+        gpus=[
+            GPU(id=f"GPU-{name}-{i}", model="NVIDIA H100 80GB HBM3", memory_gb=80)
+            for i in range(gpus)
+        ],
+    )
+
+
+@contextmanager
+def nomad_standin(
+    fleet: list[Node], **kwargs: object
+) -> Iterator[tuple[NomadStandin, nomad.Nomad]]:
+    standin = NomadStandin(fleet, load_delay_s=0.02, seed=3, **kwargs)  # type: ignore[arg-type]
+    server = standin.start()
+    try:
+        yield standin, nomad.Nomad(host="127.0.0.1", port=server.port, timeout=10)
+    finally:
+        standin.stop()
