@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from llm_scheduler_standins.faults import Faults
 from llm_scheduler_standins.fleet import builtin_fleet
 from llm_scheduler_standins.fleet_model import Node
+from llm_scheduler_standins.model_cache import WeightsTiming
 from llm_scheduler_standins.nomad import NomadStandin
 from llm_scheduler_standins.runner import RunningServer
 
@@ -37,15 +38,18 @@ class DevCluster:
         faults: Faults | None = None,
         model_servers: bool = False,
         consul_acl: ConsulACL | None = None,
+        weights: WeightsTiming | None = None,
     ) -> None:
         """`model_servers`: run a stand-in model server (vLLM/SGLang metrics) for
-        every running allocation that serves HTTP; `self.servers` sets their offered load."""
+        every running allocation that serves HTTP; `self.servers` sets their offered load.
+        `weights`: allocations stay pending while they download (cold) or load their weights."""
         self.fleet = fleet if fleet is not None else builtin_fleet()
         self.consul_port = consul_port
         self.nomad_port = nomad_port
         self.load_delay_s = load_delay_s
         self.faults = faults
         self.consul_acl = consul_acl  # Consul in ACL mode (default deny) when set
+        self.weights = weights
         self._consul: ConsulStandin | None = None
         self._nomad: NomadStandin | None = None
         self._consul_server: RunningServer | None = None
@@ -69,6 +73,7 @@ class DevCluster:
                 load_delay_s=self.load_delay_s,
                 faults=self.faults,
                 model_servers=self.servers,
+                weights=self.weights,
             )
             self._nomad_server = self._nomad.start(self.nomad_port)
         except BaseException:

@@ -57,6 +57,11 @@ class KVLayout:
         return self.prefix + "state/holds"
 
     @property
+    def time_to_ready(self) -> str:
+        """What the scheduler learned of its models' start-to-ready times, warm and cold."""
+        return self.prefix + "state/time-to-ready"
+
+    @property
     def status_errors(self) -> str:
         return self.status + "_errors"
 
@@ -77,7 +82,7 @@ class KVLayout:
 
     def written_by_scheduler(self, key: str) -> bool:
         """A key the scheduler writes itself: its state key and its status records."""
-        return key == self.holds or key.startswith(self.status)
+        return key in (self.holds, self.time_to_ready) or key.startswith(self.status)
 
     def node_gpus_key(self, node_id: str) -> str:
         """Where the GPU reporter of one Nomad node writes its NVML view."""

@@ -143,7 +143,7 @@ class StatusWriter:
         """Learn current values and ModifyIndexes from a KV read made anyway (saves a GET each)."""
         for entry in entries:
             key = str(entry.get("Key", ""))
-            if key.startswith(self.layout.status) or key == self.layout.holds:
+            if self.layout.written_by_scheduler(key):
                 self._written[key] = (_content(entry), int(entry.get("ModifyIndex") or 0))
 
     def forget(self) -> None:

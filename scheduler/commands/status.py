@@ -89,8 +89,11 @@ def _status(as_json: bool, prefix: str | None) -> None:
             f"[red]{esc(r.last_error)}[/]" if r.last_error else "",
             esc(r.updated_at or ""),
         )  # fmt: skip
-    if report.records:
-        print_table_or_lines(table, lambda: _status_lines(report.records))
+    if report.records and print_table_or_lines(table, lambda: _status_lines(report.records)):
+        for name, r in sorted(report.records.items()):
+            if r.time_to_ready is not None:
+                line = f"{esc(name)} time to ready: {esc(r.time_to_ready.sentence())}"
+                console.print(line, highlight=False)
     for line in report.general_errors + report.unreadable:
         err_console.print(f"[yellow]warning:[/] {esc(line)}", highlight=False)
 
@@ -136,6 +139,8 @@ def _status_lines(records: dict[str, Any]) -> list[str]:
             lines.append(f"  pending: {_pending_cell(r)}")
         if r.last_error:
             lines.append(f"  last error: [red]{esc(r.last_error)}[/]")
+        if r.time_to_ready is not None:
+            lines.append(f"  time to ready: {esc(r.time_to_ready.sentence())}")
     return lines
 
 
@@ -175,6 +180,7 @@ def _why(model: str, as_json: bool, prefix: str | None) -> None:
         scaling = status.why
         actions = [a for a in decision.plan.actions if a.model == model]
     trials = tried or []
+    ready = record.time_to_ready if record else None
     state = None if pending else why_not_pending(desired or 0, live or 0, starting, actions)
     if as_json:
         print_json(
@@ -185,6 +191,7 @@ def _why(model: str, as_json: bool, prefix: str | None) -> None:
                 "state": state, "source": source, "why": scaling,
                 "tried": [t.model_dump(mode="json") for t in trials],
                 "last_error": record.last_error if record else None,
+                "time_to_ready": ready.model_dump(mode="json") if ready else None,
             }
         )  # fmt: skip
         return
@@ -224,6 +231,8 @@ def _print_why(
         console.print(f"  tried {esc(line)}", highlight=False)
     if record and record.last_error:
         console.print(f"[red]last error:[/] {esc(record.last_error)}", highlight=False)
+    if record and record.time_to_ready:
+        console.print(f"time to ready: {esc(record.time_to_ready.sentence())}", highlight=False)
 
 
 def _dry_run(as_json: bool) -> None:

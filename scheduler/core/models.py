@@ -109,6 +109,11 @@ class Settings(Strict):
     # How long the replicas of a model whose key was deleted stay before they are stopped
     # (a key deleted by mistake can be put back in that time).
     retire_grace_s: Duration = 600
+    # Rates that the expected time to ready assumes for a model until its starts were seen:
+    # a cold start downloads the weights from the hub (10 Gbit/s link) then loads them
+    # from local disk (16 Gbit/s, 2 GB/s); a warm one only loads them.
+    download_gbps: Annotated[float, Field(strict=True, gt=0, le=10_000, allow_inf_nan=False)] = 10.0
+    load_gbps: Annotated[float, Field(strict=True, gt=0, le=10_000, allow_inf_nan=False)] = 16.0
 
 
 # ---------------------------------------------------------------- catalog

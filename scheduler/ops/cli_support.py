@@ -63,13 +63,15 @@ def fits(table: Any, out: Console | None = None) -> bool:
     return needed <= out.size.width
 
 
-def print_table_or_lines(table: Any, lines: Callable[[], Iterable[str]]) -> None:
-    """The table when it fits; else one line per row, whole (the terminal wraps a long one)."""
+def print_table_or_lines(table: Any, lines: Callable[[], Iterable[str]]) -> bool:
+    """The table when it fits (True); else one line per row, whole (the terminal wraps a
+    long one)."""
     if fits(table):
         console.print(table)
-        return
+        return True
     for line in lines():
         console.print(line, highlight=False, soft_wrap=True)
+    return False
 
 
 def esc(value: object) -> str:

@@ -26,6 +26,7 @@ from scheduler.ops.http_server import RunningServer, serve_in_thread
 from scheduler.ops.inventory import Usage, usage
 from scheduler.ops.metrics import CONTENT_TYPE, MetricsObserver
 from scheduler.ops.palette import model_colours, text_on
+from scheduler.ops.time_to_ready import ready_sentence
 
 RECENT = 20
 
@@ -103,6 +104,10 @@ def _gpus_in_use(snapshot: Snapshot, use: Usage) -> int:
     )
 
 
+def _ready_text(ready: dict[str, Any]) -> str:
+    return ready_sentence(ready["warm_s"], ready["cold_s"], ready["warm_nodes"], ready["learned"])
+
+
 def _models(snapshot: Snapshot, plan: Plan) -> list[dict[str, Any]]:
     """The catalog's models, then those that left it while replicas of theirs run (retiring:
     their GPUs are on the map until they stop)."""
@@ -163,6 +168,11 @@ class DashboardObserver:
         self.counts = {"starts": 0, "stops": 0, "preemptions": 0, "failed": 0}
         self.clock = clock
         self.history = History()
+        # The service's learning of times to ready (what `status` shows), once attached.
+        self._ready: Any = None
+
+    def attach(self, service: Any) -> None:
+        self._ready = getattr(service, "ready", None)
 
     def _nodes(self, snapshot: Snapshot, use: Usage, shard_of: dict[str, str]) -> list[Any]:
         nodes = [
@@ -186,6 +196,10 @@ class DashboardObserver:
         multi_node, shard_of = _multi_node(snapshot)
         nodes = self._nodes(snapshot, use, shard_of)
         models = _models(snapshot, plan)
+        expected = self._ready.expected if self._ready is not None else {}
+        for entry in models:
+            ready = expected.get(str(entry["name"]))
+            entry["time_to_ready"] = {**ready, "text": _ready_text(ready)} if ready else None
         colours = model_colours([m["name"] for m in models])
         waiting = sorted(name for name, s in plan.models.items() if s.pending)
         at = self.clock()

@@ -12,10 +12,13 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from scheduler.core.fleet import NodeCache
 from scheduler.core.models import Plan, Snapshot, StartAction, StopAction
 from scheduler.ops.inventory import usage
+from scheduler.ops.time_to_ready import ReadyTracker, start_warmth
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 PASS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 REPLICA_STATES = ("starting", "running", "stopping")
+# Start-to-ready seconds: a warm load of a small model to a cold download of a large one.
+READY_BUCKETS = (10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0)
 
 # One metric per quantity, in base units: Load field -> (metric, help, factor to base unit).
 SIGNAL_METRICS: dict[str, tuple[str, str, float]] = {
@@ -87,6 +90,7 @@ class MetricsObserver:
         self._signals_known: set[tuple[str, str]] = set()
         self._standing_errors: set[str] = set()
         self._desired_known: set[str] = set()
+        self._ready = ReadyTracker()  # starts waiting to be seen ready
 
     def _pass_metrics(self, r: CollectorRegistry) -> None:
         """What each pass decided, per model."""
@@ -175,13 +179,7 @@ class MetricsObserver:
             ["op", "result"],
             registry=r,
         )
-        self.starts = Counter(
-            "llm_scheduler_starts",
-            "Replicas started, by model and whether the head node's model cache held the "
-            "model's revision (warm) or not (cold), as last reported.",
-            ["model", "cache"],
-            registry=r,
-        )
+        self._start_metrics(r)
         self._reason_metrics(r)
         self.passes = Counter("llm_scheduler_passes", "Reconcile passes.", registry=r)
         self.passes_carried = Counter(
@@ -211,6 +209,24 @@ class MetricsObserver:
             registry=r,
         )
 
+    def _start_metrics(self, r: CollectorRegistry) -> None:
+        """Replicas started, warm or cold, and how long they took to be ready."""
+        self.starts = Counter(
+            "llm_scheduler_starts",
+            "Replicas started, by model and whether the head node's model cache held the "
+            "model's revision (warm) or not (cold), as last reported.",
+            ["model", "cache"],
+            registry=r,
+        )
+        self.time_to_ready = Histogram(
+            "llm_scheduler_time_to_ready_seconds",
+            "Start-to-ready time of the replicas started, by model and whether the head node's "
+            "model cache held the model's revision when it was started (warm) or not (cold).",
+            ["model", "cache"],
+            buckets=READY_BUCKETS,
+            registry=r,
+        )
+
     def pass_finished(
         self, snapshot: Snapshot, plan: Plan, duration_s: float, input_errors: list[str]
     ) -> None:
@@ -220,6 +236,8 @@ class MetricsObserver:
             self._serves = {
                 m.name: (m.serve.source, m.serve.revision) for m in snapshot.models if m.serve
             }
+            for model, warmth, seconds in self._ready.passed(snapshot.replicas):
+                self.time_to_ready.labels(model, warmth).observe(seconds)
             self.passes.inc()
             self.pass_duration.observe(duration_s)
             self.last_pass.set_to_current_time()
@@ -318,17 +336,13 @@ class MetricsObserver:
             if ok and isinstance(action, StopAction):
                 self.stops.labels(action.code or "unknown").inc()
             if ok and isinstance(action, StartAction):
-                self.starts.labels(action.model, self._start_cache(action)).inc()
+                warmth = start_warmth(action, self._serves.get(action.model), self._caches)
+                self.starts.labels(action.model, warmth).inc()
+                self._ready.started(action.replica, action.model, warmth)
             if not ok:
                 self.errors.labels(action.op).inc()
             elif isinstance(action, StopAction) and action.preempted_for:
                 self.preemptions.labels(self._classes.get(action.model, "unknown")).inc()
-
-    def _start_cache(self, action: StartAction) -> str:
-        serve = self._serves.get(action.model)
-        cache = self._caches.get(action.shards[0].node) if action.shards else None
-        warm = serve is not None and cache is not None and cache.holds(*serve)
-        return "warm" if warm else "cold"
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

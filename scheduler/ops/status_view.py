@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from scheduler.adapters.kv_layout import KVLayout
 from scheduler.core.models import Plan, ProfileTrial, StoppedReplica
+from scheduler.ops.time_to_ready import ready_sentence
 
 
 class ReplicaRecord(BaseModel):
@@ -19,6 +20,19 @@ class ReplicaRecord(BaseModel):
     nodes: list[str] = Field(default_factory=list)
     node_names: list[str] = Field(default_factory=list)  # beside `nodes`, in the same order
     devices: list[str] = Field(default_factory=list)
+
+
+class ExpectedReady(BaseModel):
+    """A model's expected start-to-ready seconds, as the service keeps them (state key)."""
+
+    model_config = ConfigDict(extra="ignore")
+    warm_s: float | None = None
+    cold_s: float | None = None
+    warm_nodes: list[str] = Field(default_factory=list)
+    learned: dict[str, int] = Field(default_factory=dict)
+
+    def sentence(self) -> str:
+        return ready_sentence(self.warm_s, self.cold_s, self.warm_nodes, self.learned)
 
 
 class StatusRecord(BaseModel):
@@ -36,6 +50,7 @@ class StatusRecord(BaseModel):
     tried: list[ProfileTrial] | None = None
     rollout: str | None = None  # a rolling update or move under way, or a stopped roll-out
     timed_out: list[StoppedReplica] = Field(default_factory=list)  # stopped past load grace
+    time_to_ready: ExpectedReady | None = None  # from the time-to-ready state key
 
 
 @dataclass
@@ -66,7 +81,32 @@ def read_status(client: Any, kv: KVLayout) -> StatusReport:
             report.records[name] = StatusRecord.model_validate(data)
         except ValidationError as err:
             report.unreadable.append(f"{key}: {err.errors()[0]['msg']}")
+    _add_expected(client, kv, report)
     return report
+
+
+def _add_expected(client: Any, kv: KVLayout, report: StatusReport) -> None:
+    """Each record's expected time to ready; a bad part is named and left out."""
+    _, entry = client.kv.get(kv.time_to_ready)
+    if not entry or not entry.get("Value"):
+        return
+    try:
+        data = json.loads(entry["Value"])
+    except ValueError:
+        data = None
+    expected = data.get("expected") if isinstance(data, dict) else None
+    if not isinstance(expected, dict):
+        report.unreadable.append(f"{kv.time_to_ready}: expected: should be a JSON object")
+        return
+    for name, record in report.records.items():
+        if name not in expected:
+            continue
+        try:
+            record.time_to_ready = ExpectedReady.model_validate(expected[name])
+        except ValidationError as err:
+            report.unreadable.append(
+                f"{kv.time_to_ready}: expected.{name}: {err.errors()[0]['msg']}"
+            )
 
 
 @dataclass

@@ -56,6 +56,7 @@ from scheduler.service.fresh_reads import destructive, independent_starts
 from scheduler.service.health import health_report
 from scheduler.service.leader import LeaderElection
 from scheduler.service.observer import PassObserver
+from scheduler.service.ready_learning import ReadyLearning
 from scheduler.service.status_report import status_input, status_names, write_status
 from scheduler.service.watch import Backoff, BlockingWatch
 from scheduler.service.watches import make_watches
@@ -68,7 +69,8 @@ tracer = trace.get_tracer("llm-scheduler")
 class Service:
     def __init__(self, config: ServiceConfig, observers: Sequence[PassObserver] = ()) -> None:
         self.config = config
-        self.observers = list(observers)
+        self.ready = ReadyLearning()  # start-to-ready times, learned and kept in KV
+        self.observers = [self.ready, *observers]  # first: the others read what it learned
         parts = connect(config)
         self.layout, self.consul, self.nomad = parts.layout, parts.consul, parts.nomad
         self.builder, self.actuator, self.status = parts.builder, parts.actuator, parts.status

@@ -7,6 +7,7 @@ import pytest
 from ops_helpers import NOW, preemption, snapshot_and_plan
 
 from scheduler.core.models import ModelStatus, Replica, Shard, Snapshot, StartAction
+from scheduler.core.serve_spec import Serve
 from scheduler.ops.dashboard import DashboardObserver, parse_listen, serve_ops
 from scheduler.ops.metrics import MetricsObserver
 
@@ -187,3 +188,26 @@ def test_input_errors_reach_the_page_and_stand_on_a_carried_pass() -> None:
     dash.pass_finished(snap, plan, 0.01, ["llm-scheduler/models/bad: class: invalid"])
     dash.pass_carried(0.01, ["llm-scheduler/models/bad: class: invalid", "another"])
     assert dash.state()["input_errors"] == ["llm-scheduler/models/bad: class: invalid", "another"]
+
+
+def test_a_model_entry_says_its_expected_time_to_ready() -> None:
+    from types import SimpleNamespace
+
+    from scheduler.service.ready_learning import ReadyLearning
+
+    snap, plan = snapshot_and_plan()
+    serve = {"source": "org/llama", "weights_gb": 140}
+    llama = snap.models[0].model_copy(update={"serve": Serve.model_validate(serve)})
+    snap = _with(snap, models=[llama, *snap.models[1:]])
+    ready = ReadyLearning()
+    ready.tracker.estimates.observe("llama-70b", "cold", 360.0)
+    dash = DashboardObserver()
+    dash.attach(SimpleNamespace(ready=ready, health=dict))
+    for observer in (ready, dash):  # the service's order: the learning first
+        observer.pass_finished(snap, plan, 0.01, [])
+    models = {m["name"]: m for m in dash.state()["models"]}
+    entry = models["llama-70b"]["time_to_ready"]
+    assert entry["cold_s"] == 360.0 and entry["learned"] == {"cold": 1}
+    assert entry["warm_s"] == 20 + 140 * 8 / 16  # not seen warm: from the weight size
+    assert entry["text"] == "cold: about 6 min (learned from 1 start)"
+    assert models["tiny-1b"]["time_to_ready"] is None  # serves nothing: nothing to expect
