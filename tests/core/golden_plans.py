@@ -50,9 +50,9 @@ WHOLE = 4  # scenarios kept whole, besides the hashes
 # Fields plans gained after the reference was recorded: left out of the comparison.
 ADDED: frozenset[str] = frozenset({"code", "pending_code", "timed_out", "unresolvable"})
 # Snapshot fields added since: a node's host volumes and model cache (empty in fleetgen's), a
-# model's gateway bounds (None; the decision never reads them).
+# model's gateway bounds (None; the decision never reads them), the settings' weight rates.
 SNAPSHOT_ADDED: frozenset[str] = frozenset(
-    {"host_volumes", "cache", "activation_timeout_s", "max_queued"}
+    {"host_volumes", "cache", "activation_timeout_s", "max_queued", "download_gbps", "load_gbps"}
 )
 
 
