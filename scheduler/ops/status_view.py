@@ -81,7 +81,8 @@ def read_status(client: Any, kv: KVLayout) -> StatusReport:
             report.records[name] = StatusRecord.model_validate(data)
         except ValidationError as err:
             report.unreadable.append(f"{key}: {err.errors()[0]['msg']}")
-    _add_expected(client, kv, report)
+    if report.records:  # else nothing to add to (and an empty read may be an ACL's)
+        _add_expected(client, kv, report)
     return report
 
 
