@@ -47,7 +47,9 @@ class ReadyLearning:
     ) -> None:
         leader = self._service is not None and self._service.leader.is_leader
         if leader and not self._loaded_as_leader:
-            self._load()  # what the last leader learned; a follower's own count is empty
+            # What the last leader learned (a follower's own count is empty). Unread, it is
+            # not written over: the next pass reads it again.
+            leader = self._load()
         self._loaded_as_leader = leader
         with self._lock:
             self._caches = {n.id: n.cache for n in snapshot.nodes if n.cache is not None}
@@ -68,15 +70,16 @@ class ReadyLearning:
     def pass_carried(self, duration_s: float, input_errors: list[str]) -> None:
         """Nothing changed since the last pass: no replica turned ready, nothing to write."""
 
-    def _load(self) -> None:
+    def _load(self) -> bool:
+        """False when the key could not be read."""
         key = self._service.layout.time_to_ready
         try:
             entry = kv_get(self._service.consul, key)
         except ConsulError as exc:
             log.warning("time_to_ready_read_failed", error=str(exc))
-            return
+            return False
         if entry is None or not entry.get("Value"):
-            return
+            return True
         problems: list[str] = []
         try:
             data = bounded_loads(entry["Value"], 1 << 20)
@@ -92,6 +95,7 @@ class ReadyLearning:
                     **loaded.observed,
                     **self.tracker.estimates.observed,
                 }
+        return True
 
 
 def expected_times(estimates: ReadyEstimates, snapshot: Snapshot) -> dict[str, dict[str, Any]]:
