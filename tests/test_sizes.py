@@ -1,6 +1,6 @@
 """Code a newcomer can read: no module of `scheduler/` (the decision core included),
-`llm_scheduler_standins/`, `bench/` or `tests/` over 400 lines, and no function or method of
-the packages and benches over 60 (decorators and docstring included)."""
+`llm_scheduler_standins/`, `bench/` or `tests/` over 400 lines, and no function or method there
+over 60 (decorators and docstring included)."""
 
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ def test_no_module_is_over_400_lines() -> None:
 def test_no_function_is_over_60_lines() -> None:
     over = {
         f"{name}:{function}": n
-        for name, text in _modules(CODE).items()
+        for name, text in _modules((*CODE, "tests")).items()
         for function, n in long_functions(text).items()
     }
     assert not over, over

@@ -226,7 +226,6 @@ def check_stops(snap: Snapshot, plan: Plan) -> list[tuple[str, str]]:
     """P4 and P5: stops are sound; critical minimums kept; victims follow the rules.
     Returns (victim model, preempted for) pairs."""
     idx = Index.of(snap)
-    cfg = snap.settings
     stops = stops_of(plan)
     stopped_per_model: dict[str, int] = {}  # distinct replicas (see check_stopped_once)
     # A replica stuck starting past its load grace never served: stopping it takes
@@ -252,32 +251,55 @@ def check_stops(snap: Snapshot, plan: Plan) -> list[tuple[str, str]]:
             continue
         pf = idx.models.get(a.preempted_for)
         assert pf is not None, f"preempted for {a.preempted_for}, not in the catalog"
-        victim_model = idx.models[r.model]
-        assert pf.name != r.model, "a model preempted itself"
-        assert r.preempted_for is None, "victim already preempted"
         assert pf.name not in awaiting, f"{pf.name} preempts again while its victims stop"
-        if snap.quotas and pf.owner != victim_model.owner:
-            # A replica within its owner's guarantee is taken only for a model of that owner.
-            assert r.id in borrowed, f"{r.id} of {victim_model.owner} is within its guarantee"
-        if CLASS_RANK[pf.class_] < CLASS_RANK[victim_model.class_]:
-            # Only a guarantee reclaiming a borrowed replica of another owner ignores classes.
-            assert snap.quotas and pf.owner != victim_model.owner and r.id in borrowed, (
-                f"{r.model} ({victim_model.class_}) preempted for {pf.name} ({pf.class_})"
-            )
-        if len({s.node for s in r.shards}) > 1:
-            # A multi-node replica gives way as a whole, and only to a higher class.
-            assert CLASS_RANK[pf.class_] > CLASS_RANK[victim_model.class_], (
-                f"multi-node {r.id} ({victim_model.class_}) preempted for {pf.name}"
-            )
-        if r.ready_at is not None:
-            age = (snap.now - r.ready_at).total_seconds()
-            assert age >= cfg.min_lifetime_s, f"{r.id} preempted {age}s after ready"
-        # Held for a model it yielded to (one record per model: the last one it yielded to).
-        hold = plan.holds.get(r.model)
-        assert hold is not None and hold.for_ in yielded[r.model], f"{r.model} not held"
-        assert hold.until >= snap.now
+        _check_victim(snap, plan, idx, r, pf, borrowed, yielded)
         per_preemptor[pf.name] = per_preemptor.get(pf.name, 0) + 1
         pairs.append((r.model, pf.name))
+    _check_victims_per_preemptor(snap, plan, idx, per_preemptor)
+    _check_critical_minimums(plan, idx, stops, stopped_per_model)
+    _check_same_class(snap, plan, idx, pairs, stopped_per_model)
+    return pairs
+
+
+def _check_victim(
+    snap: Snapshot,
+    plan: Plan,
+    idx: Index,
+    r: Replica,
+    pf: Model,
+    borrowed: set[str],
+    yielded: dict[str, set[str]],
+) -> None:
+    """One preempted replica: whom it may give way to, when, and that it is held after."""
+    victim_model = idx.models[r.model]
+    assert pf.name != r.model, "a model preempted itself"
+    assert r.preempted_for is None, "victim already preempted"
+    if snap.quotas and pf.owner != victim_model.owner:
+        # A replica within its owner's guarantee is taken only for a model of that owner.
+        assert r.id in borrowed, f"{r.id} of {victim_model.owner} is within its guarantee"
+    if CLASS_RANK[pf.class_] < CLASS_RANK[victim_model.class_]:
+        # Only a guarantee reclaiming a borrowed replica of another owner ignores classes.
+        assert snap.quotas and pf.owner != victim_model.owner and r.id in borrowed, (
+            f"{r.model} ({victim_model.class_}) preempted for {pf.name} ({pf.class_})"
+        )
+    if len({s.node for s in r.shards}) > 1:
+        # A multi-node replica gives way as a whole, and only to a higher class.
+        assert CLASS_RANK[pf.class_] > CLASS_RANK[victim_model.class_], (
+            f"multi-node {r.id} ({victim_model.class_}) preempted for {pf.name}"
+        )
+    if r.ready_at is not None:
+        age = (snap.now - r.ready_at).total_seconds()
+        assert age >= snap.settings.min_lifetime_s, f"{r.id} preempted {age}s after ready"
+    # Held for a model it yielded to (one record per model: the last one it yielded to).
+    hold = plan.holds.get(r.model)
+    assert hold is not None and hold.for_ in yielded[r.model], f"{r.model} not held"
+    assert hold.until >= snap.now
+
+
+def _check_victims_per_preemptor(
+    snap: Snapshot, plan: Plan, idx: Index, per_preemptor: dict[str, int]
+) -> None:
+    cfg = snap.settings
     for name, n in per_preemptor.items():
         # At most max_victims per placement: per replica the preemptor is still missing.
         st_ = plan.models[name]
@@ -285,6 +307,11 @@ def check_stops(snap: Snapshot, plan: Plan) -> list[tuple[str, str]]:
         live = st_.live - len(being_replaced(snap, idx, idx.models[name], st_.desired))
         cap = cfg.max_victims * max(st_.desired - live, 0)
         assert n <= cap, f"{n} victims for {name} (max {cfg.max_victims} per missing replica)"
+
+
+def _check_critical_minimums(
+    plan: Plan, idx: Index, stops: list[StopAction], stopped_per_model: dict[str, int]
+) -> None:
     for name, n in stopped_per_model.items():
         m = idx.models[name]
         live = len(idx.live(name))
@@ -294,7 +321,16 @@ def check_stops(snap: Snapshot, plan: Plan) -> list[tuple[str, str]]:
                 preempted = [a for a in stops if a.model == name and a.preempted_for]
                 assert len(preempted) <= max(live - m.scaling.min, 0), f"{name} min preempted"
             assert n <= max(live - floor(m, plan), 0), f"critical {name}: minimum stopped"
-    # Within a class, only from above the victim's minimum, for a model below its own.
+
+
+def _check_same_class(
+    snap: Snapshot,
+    plan: Plan,
+    idx: Index,
+    pairs: list[tuple[str, str]],
+    stopped_per_model: dict[str, int],
+) -> None:
+    """Within a class, only from above the victim's minimum, for a model below its own."""
     for victim, pf_name in pairs:
         vm, pf = idx.models[victim], idx.models[pf_name]
         same_owner_or_no_quotas = not snap.quotas or vm.owner == pf.owner
@@ -302,7 +338,6 @@ def check_stops(snap: Snapshot, plan: Plan) -> list[tuple[str, str]]:
             assert len(idx.live(pf_name)) < pf.scaling.min, f"{pf_name} took from its own class"
             left = len(idx.live(victim)) - stopped_per_model[victim]
             assert left >= floor(vm, plan), f"{victim} stopped below min for its own class"
-    return pairs
 
 
 def check_stopped_once(plan: Plan) -> None:

@@ -15,33 +15,14 @@ from plan_checks import (
 )
 from scenario_runs import starts_of, stops_of
 
-from scheduler.core.models import (
-    Plan,
-    Snapshot,
-)
+from scheduler.core.models import Model, ModelStatus, Plan, Snapshot
 
 
 def check_statuses(snap: Snapshot, plan: Plan) -> None:
     """P6: every model reported; desired within bounds; live counted; pending as it should."""
     idx = Index.of(snap)
     assert set(plan.models) == set(idx.models)
-    starts: dict[str, int] = {}
-    # A move's replacement (consolidation, defragmentation) starts beside the replica
-    # it replaces, make-before-break: it is not growth past desired.
-    moving = set(plan.moves.values())
-    for a in starts_of(plan):
-        if a.replica not in moving:
-            starts[a.model] = starts.get(a.model, 0) + 1
-    scale_downs: dict[str, int] = {}
-    replaced_stops: dict[str, int] = {}
-    for stop in stops_of(plan):
-        if stop.preempted_for is not None or retired(stop):
-            continue
-        if stop.reason.startswith("consolidation:"):
-            # A replica being replaced (see being_replaced), stopped once the others cover.
-            replaced_stops[stop.model] = replaced_stops.get(stop.model, 0) + 1
-        else:
-            scale_downs[stop.model] = scale_downs.get(stop.model, 0) + 1
+    starts, scale_downs, replaced_stops = _growth_and_stops(plan)
     live_holds = {
         name
         for name, h in snap.holds.items()
@@ -51,27 +32,7 @@ def check_statuses(snap: Snapshot, plan: Plan) -> None:
     }
     for name, status in plan.models.items():
         m = idx.models[name]
-        sc = m.scaling
-        demand = snap.demand.get(name)
-        load = demand.inflight + demand.queued if demand else 0
-        if sc.on_demand:
-            assert status.desired == 0 or sc.min <= status.desired <= sc.max
-            if load > 0 and sc.max > 0:
-                assert status.desired >= 1, f"{name}: busy on-demand model wants 0"
-        else:
-            assert sc.min <= status.desired <= sc.max
-            if demand is not None:
-                # ceil(load / target), or what is serving when within 10% of it
-                serving = sum(1 for r in idx.live(name) if r.state == "running")
-                need = load / sc.target_per_replica
-                raw = math.ceil(need)
-                if serving and abs(need / serving - 1) <= 0.1:
-                    raw = serving
-                asked = min(max(raw, sc.min), sc.max)
-                assert status.recommended in (None, asked)
-                # The scale-down window may keep live replicas above what is asked,
-                # never more than are live.
-                assert asked <= status.desired <= max(asked, status.live)
+        _check_desired(snap, idx, m, status)
         assert status.live == len(idx.live(name))
         # Replicas replaced make-before-break are not live for scaling: never scaled down, and
         # the model grows their replacements (they stop once the others cover for them).
@@ -97,6 +58,53 @@ def check_statuses(snap: Snapshot, plan: Plan) -> None:
     new_ids = [a.replica for a in starts_of(plan)]
     assert len(set(new_ids)) == len(new_ids) and not taken & set(new_ids)
     assert all(a.reason.strip() for a in starts_of(plan))
+
+
+def _growth_and_stops(plan: Plan) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
+    """Per model: replicas started as growth, stopped by scale-down, and stopped as replaced."""
+    starts: dict[str, int] = {}
+    # A move's replacement (consolidation, defragmentation) starts beside the replica
+    # it replaces, make-before-break: it is not growth past desired.
+    moving = set(plan.moves.values())
+    for a in starts_of(plan):
+        if a.replica not in moving:
+            starts[a.model] = starts.get(a.model, 0) + 1
+    scale_downs: dict[str, int] = {}
+    replaced_stops: dict[str, int] = {}
+    for stop in stops_of(plan):
+        if stop.preempted_for is not None or retired(stop):
+            continue
+        if stop.reason.startswith("consolidation:"):
+            # A replica being replaced (see being_replaced), stopped once the others cover.
+            replaced_stops[stop.model] = replaced_stops.get(stop.model, 0) + 1
+        else:
+            scale_downs[stop.model] = scale_downs.get(stop.model, 0) + 1
+    return starts, scale_downs, replaced_stops
+
+
+def _check_desired(snap: Snapshot, idx: Index, m: Model, status: ModelStatus) -> None:
+    """Desired within the model's bounds, and what its demand asks."""
+    name, sc = m.name, m.scaling
+    demand = snap.demand.get(name)
+    load = demand.inflight + demand.queued if demand else 0
+    if sc.on_demand:
+        assert status.desired == 0 or sc.min <= status.desired <= sc.max
+        if load > 0 and sc.max > 0:
+            assert status.desired >= 1, f"{name}: busy on-demand model wants 0"
+        return
+    assert sc.min <= status.desired <= sc.max
+    if demand is not None:
+        # ceil(load / target), or what is serving when within 10% of it
+        serving = sum(1 for r in idx.live(name) if r.state == "running")
+        need = load / sc.target_per_replica
+        raw = math.ceil(need)
+        if serving and abs(need / serving - 1) <= 0.1:
+            raw = serving
+        asked = min(max(raw, sc.min), sc.max)
+        assert status.recommended in (None, asked)
+        # The scale-down window may keep live replicas above what is asked,
+        # never more than are live.
+        assert asked <= status.desired <= max(asked, status.live)
 
 
 def check_scale_down(snap: Snapshot, plan: Plan) -> None:
