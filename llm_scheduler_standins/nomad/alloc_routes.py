@@ -102,12 +102,18 @@ async def evals(server: NomadStandin, request: Request) -> Response:
     )
 
 
-async def eval(server: NomadStandin, request: Request) -> Response:
+def _readable_eval(server: NomadStandin, request: Request) -> str:
+    """The path's evaluation id, once it is known to exist and the token may read its job."""
     eval_id = request.path_params["eval_id"]
     evaluation = server.cluster.evaluation(eval_id)
     if evaluation is None:
         raise HttpError(404, "eval not found")
     server._check_ns(request, "read-job", evaluation["Namespace"])
+    return eval_id
+
+
+async def eval(server: NomadStandin, request: Request) -> Response:
+    eval_id = _readable_eval(server, request)
     return await server._blocking(
         request,
         ("evals",),
@@ -116,11 +122,7 @@ async def eval(server: NomadStandin, request: Request) -> Response:
 
 
 async def eval_allocs(server: NomadStandin, request: Request) -> Response:
-    eval_id = request.path_params["eval_id"]
-    evaluation = server.cluster.evaluation(eval_id)
-    if evaluation is None:
-        raise HttpError(404, "eval not found")
-    server._check_ns(request, "read-job", evaluation["Namespace"])
+    eval_id = _readable_eval(server, request)
     return await server._blocking(
         request,
         ("allocs",),
