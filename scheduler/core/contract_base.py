@@ -28,6 +28,9 @@ MAX_DURATION_S = 30 * 86400
 NonNegFloat = Annotated[float, Field(ge=0, le=MAX_AMOUNT, allow_inf_nan=False, strict=True)]
 Count = Annotated[int, Field(ge=0, le=MAX_COUNT, strict=True)]
 Duration = Annotated[int, Field(ge=0, le=MAX_DURATION_S, strict=True)]
+# A model's gateway bounds, read by the catalog and by the gateway alike.
+ActivationTimeout = Annotated[int, Field(ge=1, le=86400, strict=True)]
+MaxQueued = Annotated[int, Field(ge=0, le=1_000_000, strict=True)]
 
 # Every timestamp the core computes with lies in this range, so that adding any duration the
 # contract allows (or subtracting two of them) cannot overflow: `9999-12-31` plus a grace

@@ -22,11 +22,13 @@ from scheduler.core.contract_base import (
     NAME_PATTERN,
     OWNER_PATTERN,
     STRICT_RECORD,
+    ActivationTimeout,
     ClassName,
     Count,
     Duration,
     GpuModelName,
     Lenient,
+    MaxQueued,
     MigProfileName,
     NonNegFloat,
     Record,
@@ -209,8 +211,8 @@ class Model(Record):
     placement: Literal["preferred", "cheapest"] = "preferred"
     # Gateway: how long a request may be held while the model wakes from zero, and how many
     # may be held at once (None: the gateway's defaults, 600 s and 1000). Never decided on.
-    activation_timeout_s: Annotated[int, Field(ge=1, le=86400)] | None = None
-    max_queued: Annotated[int, Field(ge=0, le=1_000_000)] | None = None
+    activation_timeout_s: ActivationTimeout | None = None
+    max_queued: MaxQueued | None = None
 
     @model_validator(mode="before")
     @classmethod

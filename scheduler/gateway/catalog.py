@@ -10,18 +10,18 @@ import base64
 import json
 import re
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
-from scheduler.core.contract_base import NAME_PATTERN
+from scheduler.core.contract_base import NAME_PATTERN, ActivationTimeout, MaxQueued
 from scheduler.core.validate import format_validation_error
 
 
 class _Bounds(BaseModel):
     model_config = ConfigDict(extra="ignore")
-    activation_timeout_s: Annotated[int, Field(ge=1, le=86400)] | None = None
-    max_queued: Annotated[int, Field(ge=0, le=1_000_000)] | None = None
+    activation_timeout_s: ActivationTimeout | None = None
+    max_queued: MaxQueued | None = None
 
 
 @dataclass(frozen=True)

@@ -121,14 +121,18 @@ def test_the_gateway_reads_model_bounds_with_defaults_for_bad_ones() -> None:
         _kv(LAYOUT.model_key("b"), {"activation_timeout_s": -1}),
         _kv(LAYOUT.model_key("c"), b"not json"),
         _kv(LAYOUT.model_key("Bad Name"), {}),
+        # As strict as the scheduler's catalog: a number in a string is refused, not coerced.
+        _kv(LAYOUT.model_key("d"), {"max_queued": "5"}),
     ]
     models, problems = read_models(entries, LAYOUT.models, 600, 100)
     assert {n: (m.activation_timeout_s, m.max_queued) for n, m in models.items()} == {
         "a": (30, 5),
         "b": (600, 100),
         "c": (600, 100),
+        "d": (600, 100),
     }
     assert any("models/b: activation_timeout_s" in p for p in problems)
+    assert any("models/d: max_queued" in p for p in problems)
     assert any("models/c: not JSON" in p for p in problems)
 
 
