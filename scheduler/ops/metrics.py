@@ -9,10 +9,9 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from scheduler.core.fleet import NodeCache
 from scheduler.core.models import Plan, Snapshot, StartAction, StopAction
 from scheduler.ops.inventory import usage
-from scheduler.ops.time_to_ready import ReadyTracker, start_warmth
+from scheduler.ops.time_to_ready import ReadyTracker
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 PASS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -83,9 +82,6 @@ class MetricsObserver:
         self.health_check: Callable[[], dict[str, Any]] | None = None
         self._lock = threading.Lock()
         self._classes: dict[str, str] = {}
-        # As of the last pass: each node's model cache, each model's (source, revision).
-        self._caches: dict[str, NodeCache] = {}
-        self._serves: dict[str, tuple[str, str | None]] = {}
         self._known: set[tuple[str, str]] = set()
         self._signals_known: set[tuple[str, str]] = set()
         self._standing_errors: set[str] = set()
@@ -232,11 +228,7 @@ class MetricsObserver:
     ) -> None:
         with self._lock:
             self._classes = {m.name: m.class_ for m in snapshot.models}
-            self._caches = {n.id: n.cache for n in snapshot.nodes if n.cache is not None}
-            self._serves = {
-                m.name: (m.serve.source, m.serve.revision) for m in snapshot.models if m.serve
-            }
-            for model, warmth, seconds in self._ready.passed(snapshot.replicas):
+            for model, warmth, seconds in self._ready.pass_seen(snapshot):
                 self.time_to_ready.labels(model, warmth).observe(seconds)
             self.passes.inc()
             self.pass_duration.observe(duration_s)
@@ -336,9 +328,7 @@ class MetricsObserver:
             if ok and isinstance(action, StopAction):
                 self.stops.labels(action.code or "unknown").inc()
             if ok and isinstance(action, StartAction):
-                warmth = start_warmth(action, self._serves.get(action.model), self._caches)
-                self.starts.labels(action.model, warmth).inc()
-                self._ready.started(action.replica, action.model, warmth)
+                self.starts.labels(action.model, self._ready.start_sent(action)).inc()
             if not ok:
                 self.errors.labels(action.op).inc()
             elif isinstance(action, StopAction) and action.preempted_for:

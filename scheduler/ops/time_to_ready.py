@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from scheduler.adapters.catalog import printable
 from scheduler.core.fleet import NodeCache, Replica
-from scheduler.core.models import Settings, StartAction
+from scheduler.core.models import Settings, Snapshot, StartAction
 
 Warmth = Literal["warm", "cold"]
 WARMTHS: tuple[Warmth, Warmth] = ("warm", "cold")
@@ -152,9 +152,26 @@ class ReadyTracker:
     estimates: ReadyEstimates = field(default_factory=ReadyEstimates)
     _starting: dict[str, tuple[str, Warmth]] = field(default_factory=dict)
     _seen: set[str] = field(default_factory=set)
+    # As of the last pass seen: each node's model cache, each model's (source, revision).
+    _caches: dict[str, NodeCache] = field(default_factory=dict)
+    _serves: dict[str, tuple[str, str | None]] = field(default_factory=dict)
 
     def started(self, replica: str, model: str, warmth: Warmth) -> None:
         self._starting[replica] = (model, warmth)
+
+    def start_sent(self, action: StartAction) -> Warmth:
+        """A start sent: its warmth, decided from the caches of the last pass seen."""
+        warmth = start_warmth(action, self._serves.get(action.model), self._caches)
+        self.started(action.replica, action.model, warmth)
+        return warmth
+
+    def pass_seen(self, snapshot: Snapshot) -> list[tuple[str, Warmth, float]]:
+        """Keep the pass's caches for the starts to come; the starts it shows ready."""
+        self._caches = {n.id: n.cache for n in snapshot.nodes if n.cache is not None}
+        self._serves = {
+            m.name: (m.serve.source, m.serve.revision) for m in snapshot.models if m.serve
+        }
+        return self.passed(snapshot.replicas)
 
     def passed(self, replicas: list[Replica]) -> list[tuple[str, Warmth, float]]:
         """The starts that became ready in this pass: (model, warmth, seconds), each once."""

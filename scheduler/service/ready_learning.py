@@ -16,9 +16,8 @@ import structlog
 from scheduler.adapters.cache_reports import weight_bytes
 from scheduler.adapters.consul_kv import ConsulError, kv_get
 from scheduler.adapters.json_bounds import bounded_loads
-from scheduler.core.fleet import NodeCache
 from scheduler.core.models import Plan, Snapshot, StartAction, StopAction, rfc3339
-from scheduler.ops.time_to_ready import WARMTHS, ReadyEstimates, ReadyTracker, start_warmth
+from scheduler.ops.time_to_ready import WARMTHS, ReadyEstimates, ReadyTracker
 
 log = structlog.get_logger("llm-scheduler.service")
 
@@ -29,8 +28,6 @@ class ReadyLearning:
         self.expected: dict[str, dict[str, Any]] = {}  # model -> what `status` shows
         self._service: Any = None
         self._loaded_as_leader = False
-        self._caches: dict[str, NodeCache] = {}
-        self._serves: dict[str, tuple[str, str | None]] = {}
         self._lock = threading.Lock()
 
     def attach(self, service: Any) -> None:
@@ -39,8 +36,7 @@ class ReadyLearning:
     def action_done(self, action: StartAction | StopAction, ok: bool, error: str | None) -> None:
         if ok and isinstance(action, StartAction):
             with self._lock:
-                warmth = start_warmth(action, self._serves.get(action.model), self._caches)
-                self.tracker.started(action.replica, action.model, warmth)
+                self.tracker.start_sent(action)
 
     def pass_finished(
         self, snapshot: Snapshot, plan: Plan, duration_s: float, input_errors: list[str]
@@ -52,11 +48,7 @@ class ReadyLearning:
             leader = self._load()
         self._loaded_as_leader = leader
         with self._lock:
-            self._caches = {n.id: n.cache for n in snapshot.nodes if n.cache is not None}
-            self._serves = {
-                m.name: (m.serve.source, m.serve.revision) for m in snapshot.models if m.serve
-            }
-            for model, warmth, seconds in self.tracker.passed(snapshot.replicas):
+            for model, warmth, seconds in self.tracker.pass_seen(snapshot):
                 log.info("replica_ready", model=model, cache=warmth, seconds=round(seconds, 1))
             self.expected = expected_times(self.tracker.estimates, snapshot)
             record = {**self.tracker.estimates.to_json(), "expected": self.expected}
