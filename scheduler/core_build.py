@@ -34,6 +34,7 @@ COMPILED = (
     "chain",
     "decide",
     "defragment",
+    "explain",
     "facts",
     "fairshare",
     "growth",
@@ -57,6 +58,7 @@ COMPILED = (
     "turn_order",
     "verdicts",
     "victims",
+    "warmth",
 )
 MANIFEST = "_compiled.json"  # beside the core's modules: {module: source sha256}
 PURE_ENV = "LLM_SCHEDULER_PURE_PYTHON"

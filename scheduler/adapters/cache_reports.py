@@ -18,8 +18,6 @@ from pydantic import JsonValue, ValidationError
 from scheduler.core.fleet import CachedSnapshot, Node, NodeCache
 from scheduler.reporter.cache_record import CacheReport, SnapshotReport
 
-GB = 10**9
-
 
 def _field(err: ValidationError) -> tuple[str, str]:
     first = err.errors()[0]
@@ -76,17 +74,3 @@ def node_cache(
     facts = [_fact(s) for s in parsed.snapshots if s.source in sources]
     cache = NodeCache(volume=parsed.volume, free_bytes=parsed.free_bytes, snapshots=facts)
     return node.model_copy(update={"cache": cache}), warnings
-
-
-def weight_bytes(source: str, nodes: list[Node], weights_gb: float | None = None) -> int | None:
-    """A model's weight size: a cached safetensors index's total_size, else a cached
-    snapshot's bytes, else the model's own `serve.weights_gb`. None (unknown, never 0)
-    when none of them says."""
-    held = [s for n in nodes if n.cache for s in n.cache.snapshots if s.source == source]
-    indexed = [s.weights_bytes for s in held if s.weights_bytes]
-    if indexed:
-        return max(indexed)
-    sized = [s.bytes for s in held if s.bytes > 0]
-    if sized:
-        return max(sized)
-    return round(weights_gb * GB) if weights_gb else None

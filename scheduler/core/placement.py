@@ -13,6 +13,7 @@ import math
 from collections.abc import Iterator, Sequence
 
 from scheduler.core.chain import Chain
+from scheduler.core.explain import refusal_counts
 from scheduler.core.inventory import Inventory, NodeState, profile_need
 from scheduler.core.locality import Costs, colocated
 from scheduler.core.models import Model, Node, Profile, ProfileTrial, Settings, Shard
@@ -26,13 +27,7 @@ from scheduler.core.plugins import (
     model_matches,
 )
 from scheduler.core.reasons import Refusals, explained, sentence
-from scheduler.core.verdicts import (
-    Explained,
-    Key,
-    Verdict,
-    profile_key,
-    verdict_cache,
-)
+from scheduler.core.verdicts import Key, Verdict, profile_key, verdict_cache
 
 MIN_LIMIT = 3  # feasible nodes scored per shard search, at least
 
@@ -66,7 +61,7 @@ class Failure:
         self.quota_blocked = quota_blocked
         # Nodes the walk visited that passed the static filters and still said no, by reason:
         # counted as the walk went (as Nomad's metrics count filtered nodes), for the pending
-        # sentence; the nodes it never visited are counted by _explain.
+        # sentence; the nodes it never visited are counted by explain.py.
         self.refused = Refusals() if refused is None else refused
 
 
@@ -241,53 +236,6 @@ class Placer:
             placement.shards, lambda nid: nodes[nid].node if nid in nodes else None
         )
 
-    def _unvisited(self, ctx: PlaceContext, ns: NodeState, verdict: Verdict) -> Reason | None:
-        """Why a node that no walk for the profile visits cannot hold a shard: its static
-        refusal, or, for a node the index skips (too few free GPUs, no free slice of the MIG
-        profile), the chain's checks up to capacity. None: a walk visits it and counts it."""
-        if verdict[0] is not None:
-            return verdict[0]
-        p = ctx.profile
-        if p.mig_profile is not None:
-            offered = bool(ns.free_slices.get(p.mig_profile))
-        else:
-            offered = 0 < len(ns.free_gpus) >= p.gpus  # the index files no node with none free
-        return None if offered else self.chain.exhausted(ctx, ns)
-
-    def _explain(self, ctx: PlaceContext, inv: Inventory, refused: Refusals) -> dict[Reason, int]:
-        """How many nodes said no for which reason: those the walk visited (`refused`, its
-        counts) and those it never did (static refusals, nodes the index skips). The latter
-        worked out once per profile shape and then kept up to date from the inventory's log
-        of changed nodes, not redone per model."""
-        vkey = self._key(ctx.model, ctx.profile)
-        key = (*vkey, ctx.profile.cpu_cores, ctx.profile.memory_gb)
-        cache = self.cache
-        seen = cache.explained.get(key)
-        if seen is None or seen.inv is not inv:
-            seen = cache.explained[key] = Explained(inv, inv.version, {}, {})
-            for members in cache.shapes(inv):
-                verdict = cache.node_verdict(ctx.model, ctx.profile, members[0], vkey)
-                if verdict[0] is not None:  # static: the same for every node of the shape
-                    seen.counts[verdict[0]] = seen.counts.get(verdict[0], 0) + len(members)
-                    continue
-                by_id = verdict.ids is not None  # a narrowing by id holds for its node only
-                for member in members:
-                    ns = inv.nodes[member.node.id]
-                    if by_id:
-                        verdict = cache.node_verdict(ctx.model, ctx.profile, ns, vkey)
-                    seen.set(ns.node.id, self._unvisited(ctx, ns, verdict))
-        elif seen.version != inv.version:
-            for nid in sorted(inv.changed_since(seen.version)):
-                if nid in seen.reasons:  # the others failed a static filter
-                    ns = inv.nodes[nid]
-                    verdict = cache.node_verdict(ctx.model, ctx.profile, ns, vkey)
-                    seen.set(nid, self._unvisited(ctx, ns, verdict))
-            seen.version = inv.version
-        counts = {r: n for r, n in seen.counts.items() if n}
-        for r, n in refused.counts.items():
-            counts[r] = counts.get(r, 0) + n
-        return counts
-
     def fits(self, model: Model, inv: Inventory, base_version: int, touched: set[str]) -> bool:
         """Whether some profile of the model fits in a trial inventory: a clone of the one at
         `base_version` with replicas given back on the `touched` nodes."""
@@ -382,8 +330,11 @@ class Placer:
         for profile, trial, note in tried:
             if explain and trial.note is None:  # not a quota: say which nodes lacked what
                 failure = self.failures[(model.name, profile.name)]
-                counts = self._explain(PlaceContext(model, profile), inv, failure.refused)
-                trial, note = explained(profile, len(failure.feasible), counts)
+                ctx = PlaceContext(model, profile)
+                said = refusal_counts(
+                    self.cache, self.chain, self._key(model, profile), ctx, inv, failure.refused
+                )
+                trial, note = explained(profile, len(failure.feasible), said)
             out.trials.append(trial)
             out.notes.append(note)
         return out

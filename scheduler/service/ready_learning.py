@@ -13,10 +13,10 @@ from typing import Any
 
 import structlog
 
-from scheduler.adapters.cache_reports import weight_bytes
 from scheduler.adapters.consul_kv import ConsulError, kv_get
 from scheduler.adapters.json_bounds import bounded_loads
 from scheduler.core.models import Plan, Snapshot, StartAction, StopAction, rfc3339
+from scheduler.core.warmth import weight_bytes
 from scheduler.ops.time_to_ready import WARMTHS, ReadyEstimates, ReadyTracker
 
 log = structlog.get_logger("llm-scheduler.service")

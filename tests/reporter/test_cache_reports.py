@@ -10,11 +10,12 @@ from typing import Any
 
 import pytest
 
-from scheduler.adapters.cache_reports import node_cache, weight_bytes
+from scheduler.adapters.cache_reports import node_cache
 from scheduler.adapters.gpu_reports import apply_reports
 from scheduler.adapters.kv_layout import KVLayout
 from scheduler.core.fleet import CachedSnapshot, NodeCache
 from scheduler.core.models import GPU, Node
+from scheduler.core.warmth import weight_bytes
 from scheduler.reporter.cache_record import MAX_SNAPSHOTS
 
 KEY = KVLayout().node_gpus_key("n1")

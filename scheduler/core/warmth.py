@@ -1,0 +1,88 @@
+"""Where a model's weights already are, from the model caches the snapshot reports: the nodes
+whose cache holds the model's revision (warm), the weights' size, and whether a node's cache
+has room for them. Built once per pass; a snapshot without caches costs one look at each
+node and nothing more.
+
+Nothing here deletes weights, or asks for it: the core only reads what the caches hold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from scheduler.core.fleet import Node, NodeCache
+from scheduler.core.models import Model
+
+GB = 10**9
+
+
+def weight_bytes(source: str, nodes: Iterable[Node], weights_gb: float | None = None) -> int | None:
+    """A model's weight size: a cached safetensors index's total_size, else a cached
+    snapshot's bytes, else the model's own `serve.weights_gb`. None (unknown, never 0)
+    when none of them says."""
+    held = [s for n in nodes if n.cache for s in n.cache.snapshots if s.source == source]
+    indexed = [s.weights_bytes for s in held if s.weights_bytes]
+    if indexed:
+        return max(indexed)
+    sized = [s.bytes for s in held if s.bytes > 0]
+    if sized:
+        return max(sized)
+    return round(weights_gb * GB) if weights_gb else None
+
+
+class Warmth:
+    """The caches of one pass's fleet, and what was worked out from them, by model name."""
+
+    def __init__(self, nodes: Sequence[Node] = ()) -> None:
+        self.cached: list[Node] = [n for n in nodes if n.cache is not None]
+        self._warm: dict[str, tuple[str, ...]] = {}  # model -> warm node ids, in node order
+        self._warm_set: dict[str, frozenset[str]] = {}
+        self._sizes: dict[str, int | None] = {}
+
+    def warm_nodes(self, model: Model) -> tuple[str, ...]:
+        """The nodes whose cache holds the model's revision, in the snapshot's node order."""
+        if not self.cached or model.serve is None:
+            return ()
+        found = self._warm.get(model.name)
+        if found is None:
+            source, revision = model.serve.source, model.serve.revision
+            found = tuple(n.id for n in self.cached if _holds(n.cache, source, revision))
+            self._warm[model.name] = found
+            self._warm_set[model.name] = frozenset(found)
+        return found
+
+    def is_warm(self, model: Model, node_id: str) -> bool:
+        if not self.cached:
+            return False
+        self.warm_nodes(model)
+        warm = self._warm_set.get(model.name)
+        return warm is not None and node_id in warm
+
+    def warm_elsewhere(self, model: Model, here: Sequence[str]) -> bool:
+        """Whether a node other than `here` holds the model's revision: a replica stopped
+        there could start again warm elsewhere."""
+        return any(nid not in here for nid in self.warm_nodes(model))
+
+    def weight_bytes(self, model: Model) -> int | None:
+        """The model's weight size (module weight_bytes), None when unknown."""
+        if model.serve is None:
+            return None
+        if model.name not in self._sizes:
+            serve = model.serve
+            self._sizes[model.name] = weight_bytes(serve.source, self.cached, serve.weights_gb)
+        return self._sizes[model.name]
+
+    def lacks_room(self, model: Model, node: Node) -> bool:
+        """Whether the node's cache reports too little free room for the model's weights,
+        which it does not hold yet: both sizes known (unknown never says no)."""
+        cache = node.cache
+        if cache is None or cache.free_bytes is None:
+            return False
+        need = self.weight_bytes(model)
+        if need is None or need <= cache.free_bytes:
+            return False
+        return not self.is_warm(model, node.id)
+
+
+def _holds(cache: NodeCache | None, source: str, revision: str | None) -> bool:
+    return cache is not None and cache.holds(source, revision)
