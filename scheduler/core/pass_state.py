@@ -33,7 +33,7 @@ from scheduler.core.models import (
 from scheduler.core.placement import Placement, Placer
 from scheduler.core.plugins import Plugins, default_filters, default_scorers
 from scheduler.core.preemption import VictimPool
-from scheduler.core.scaling import Want, want
+from scheduler.core.scaling import Want, replacements, want
 from scheduler.core.turn_order import ModelOrder
 
 # A reason: its code (codes.py) and the sentence an operator reads.
@@ -196,14 +196,16 @@ def count(snapshot: Snapshot, inv: Inventory) -> Counts:
         name = m.name  # read once: a pydantic attribute costs a dict lookup each time
         reps = inv.facts.by_model.get(name, [])
         old = inv.facts.stale.get(name)
+        live = [r for r in reps if r not in old] if old else reps  # what counts as live
         w = want(
             m,
             snapshot.demand.get(name),
             snapshot.load.get(name),
-            [r for r in reps if r not in old] if old else reps,  # what counts as live
+            live,
             snapshot.recent_desired.get(name, []),
             snapshot.now,
             snapshot.settings,
+            replacements(live, snapshot.specs.get(name), snapshot.moves),
         )
         counts.wants[name] = w
         counts.desired[name] = w.count

@@ -145,8 +145,10 @@ def want(
     marks: Sequence[DesiredMark],
     now: datetime,
     settings: Settings,
+    replacing: int = 0,
 ) -> Want:
-    """The count a model wants this pass, what the signals asked before stabilisation, and why."""
+    """The count a model wants this pass, what the signals asked before stabilisation, and why.
+    `replacing`: replicas that are the replacement of another one under way (`replacements`)."""
     sc = model.scaling
     live = serving = 0
     for r in replicas:
@@ -184,13 +186,15 @@ def want(
                 ends = rfc3339(used + timedelta(seconds=settings.eviction_grace_s))
                 count, head = 1, f"on demand, used {rfc3339(used)} (grace until {ends})"
     recommended = count
-    if load is not None and not load.complete and count < live:
-        keep = min(live, sc.max)
+    # What a stabilisation may keep: a replacement under way is not growth (rule S2).
+    keepable = live - replacing
+    if load is not None and not load.complete and count < keepable:
+        keep = min(keepable, sc.max)
         return Want(keep, recommended, f"{keep} replicas: metrics incomplete, no scale-down")
     why = _explain(count, asks, winner, head)
-    if count >= live:
+    if count >= keepable:
         return Want(count, recommended, why)
-    return _scale_down_held(model, count, live, marks, now, settings, why)
+    return _scale_down_held(model, count, keepable, marks, now, settings, why)
 
 
 def _scale_down_held(
@@ -202,8 +206,9 @@ def _scale_down_held(
     settings: Settings,
     why: str,
 ) -> Want:
-    """Fewer than live: only down to the highest count asked over the window, at most `step`
-    a pass, never before the window was watched whole (rule S2)."""
+    """Fewer than live (`live`: less the replacements under way): only down to the highest
+    count asked over the window, at most `step` a pass, never before the window was watched
+    whole (rule S2)."""
     sc = model.scaling
     window = window_of(model, settings)
     step = sc.scale_down_step if sc.scale_down_step is not None else settings.scale_down_step
@@ -220,6 +225,31 @@ def _scale_down_held(
     if held > count:
         why = f"{held} replicas: scale-down held ({window} s window, step {step or 'any'}); {why}"
     return Want(held, count, why)
+
+
+def replacements(
+    replicas: Sequence[Replica], specs: dict[str, str] | None, moves: dict[str, str]
+) -> int:
+    """How many of a model's replicas are the replacement of another one still running: a
+    roll-out's surge (as many as there are replicas on the current spec and replicas on an
+    outdated one, lifecycle.outdated) and the new replica of each move under way. The window
+    of rule S2 keeps the count they replace, not them: else the replaced replica would stay
+    until the window passed (after a restart, a whole window)."""
+    fresh = old = moved = 0
+    ids = {r.id for r in replicas} if moves else None
+    for r in replicas:
+        if r.state == "stopping":
+            continue  # no longer live: replaces nothing
+        if specs and r.spec:
+            want = specs.get(r.profile)
+            if want:
+                if r.spec == want:
+                    fresh += 1
+                else:
+                    old += 1
+        if ids is not None and moves.get(r.id) in ids:
+            moved += 1
+    return min(fresh, old) + moved
 
 
 def window_of(model: Model, settings: Settings) -> int:

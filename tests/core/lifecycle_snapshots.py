@@ -72,3 +72,38 @@ def _stops(plan: Plan) -> dict[str, str]:
 
 def _starts(plan: Plan) -> list[StartAction]:
     return [a for a in plan.actions if isinstance(a, StartAction)]
+
+
+def _simulate(
+    nodes: list[dict], replicas: list[dict], model: dict, passes: int, **snap: Any
+) -> list[Plan]:
+    """Run passes as the service would: a start is `starting` in the next pass and `running`
+    in the one after (with the current spec); a stop is gone by the next pass. Failed
+    roll-outs and moves are handed on as the loop hands them on."""
+    specs = snap.get("specs", {})
+    plans: list[Plan] = []
+    reps = [dict(r) for r in replicas]
+    moves: dict[str, str] = {}
+    for _ in range(passes):
+        plan = _plan(nodes, reps, model, moves=moves, **snap)
+        plans.append(plan)
+        moves = dict(plan.moves)
+        gone = set(_stops(plan))
+        reps = [
+            {**r, "state": "running", "ready_at": "2026-12-02T08:00:00Z"}
+            if r["state"] == "starting"
+            else r
+            for r in reps
+            if r["id"] not in gone
+        ]
+        for a in _starts(plan):
+            reps.append(
+                {
+                    "id": a.replica, "model": "m", "profile": a.profile, "state": "starting",
+                    "created_at": NOW, "spec": specs.get("m", {}).get(a.profile, ""),
+                    "shards": [s.model_dump() for s in a.shards],
+                }
+            )  # fmt: skip
+        running = sum(1 for r in reps if r["state"] == "running")
+        assert running >= model["scaling"]["min"], f"fewer than min running after {plan}"
+    return plans

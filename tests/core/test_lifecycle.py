@@ -3,11 +3,17 @@ locality of multi-node replicas, and GPU cost. Plan tests: snapshot in, plan out
 
 from __future__ import annotations
 
-from typing import Any
-
-from lifecycle_snapshots import A100, NOW, _model, _node, _plan, _rep, _starts, _stops
-
-from scheduler.core.models import Plan
+from lifecycle_snapshots import (
+    A100,
+    NOW,
+    _model,
+    _node,
+    _plan,
+    _rep,
+    _simulate,
+    _starts,
+    _stops,
+)
 
 # ---------------------------------------------------------------- rolling update
 
@@ -125,41 +131,6 @@ def test_consolidation_never_churns_and_is_rate_limited() -> None:
     two = [_rep("r-a0", "a", profile="a100"), _rep("r-a1", "a", profile="a100", gpu=1)]
     plan = _plan(nodes4, two, _model(2, TWO_PROFILES))
     assert len(_starts(plan)) == 1 and _stops(plan) == {}
-
-
-def _simulate(
-    nodes: list[dict], replicas: list[dict], model: dict, passes: int, **snap: Any
-) -> list[Plan]:
-    """Run passes as the service would: a start is `starting` in the next pass and `running`
-    in the one after (with the current spec); a stop is gone by the next pass. Failed
-    roll-outs and moves are handed on as the loop hands them on."""
-    specs = snap.get("specs", {})
-    plans: list[Plan] = []
-    reps = [dict(r) for r in replicas]
-    moves: dict[str, str] = {}
-    for _ in range(passes):
-        plan = _plan(nodes, reps, model, moves=moves, **snap)
-        plans.append(plan)
-        moves = dict(plan.moves)
-        gone = set(_stops(plan))
-        reps = [
-            {**r, "state": "running", "ready_at": "2026-12-02T08:00:00Z"}
-            if r["state"] == "starting"
-            else r
-            for r in reps
-            if r["id"] not in gone
-        ]
-        for a in _starts(plan):
-            reps.append(
-                {
-                    "id": a.replica, "model": "m", "profile": a.profile, "state": "starting",
-                    "created_at": NOW, "spec": specs.get("m", {}).get(a.profile, ""),
-                    "shards": [s.model_dump() for s in a.shards],
-                }
-            )  # fmt: skip
-        running = sum(1 for r in reps if r["state"] == "running")
-        assert running >= model["scaling"]["min"], f"fewer than min running after {plan}"
-    return plans
 
 
 def test_a_whole_roll_out_converges_never_below_min_and_then_rests() -> None:

@@ -178,9 +178,10 @@ def test_a_move_under_way_when_desired_rises_grows_a_replacement() -> None:
 def test_a_move_under_way_while_the_window_keeps_replicas_needs_no_growth() -> None:
     # Shrunk from LLM_SCHEDULER_HUNT=1500 (seed 2, with the oracle above). m0 moves r-old
     # (profile p1) to r-new (p0, its first profile). Its load asks 2 replicas now, but it
-    # asked 4 a minute ago: the scale-down window keeps 4 (desired 4, recommended 2). With
-    # r-old being replaced, 3 count for scaling: more than the 2 placement grows to, so
-    # nothing starts and nothing is pending; r-old stays until the others cover for it.
+    # asked 4 a minute ago: the scale-down window keeps what it has, 3, for r-new is r-old's
+    # replacement, not growth the window keeps (desired 3, recommended 2). That is more
+    # than the 2 placement grows to, so nothing starts and nothing is pending; r-old stops,
+    # as the three others cover for it.
     now = "2026-12-02T10:36:30Z"
     m0 = _model("m0", "opportunistic", 4, lo=1)
     m0["profiles"] = [
@@ -220,9 +221,9 @@ def test_a_move_under_way_while_the_window_keeps_replicas_needs_no_growth() -> N
     )
     plan = decide(snap)
     status = plan.models["m0"]
-    assert (status.desired, status.recommended, status.live) == (4, 2, 4)
-    assert plan.actions == [] and status.pending is None
-    assert plan.moves == {"r-old": "r-new"}
+    assert (status.desired, status.recommended, status.live) == (3, 2, 4)
+    assert [(a.replica, a.code) for a in plan.actions] == [("r-old", "consolidation")]
+    assert status.pending is None and plan.moves == {"r-old": "r-new"}
     check_all(snap, plan)
 
 
