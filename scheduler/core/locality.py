@@ -42,6 +42,28 @@ def colocated(
     return None
 
 
+def apart(
+    fits: list[tuple[str, T]], node_of: Callable[[str], Node], shards: int, topology_key: str
+) -> str:
+    """Why `required` locality found no group although `fits` (every feasible node) holds
+    enough nodes: how many one datacenter has at most, or, where one has enough, how many
+    one topology group (`topology_key`) of a datacenter has at most."""
+    by_dc: dict[str, int] = {}
+    by_group: dict[tuple[str, str], int] = {}
+    for nid, _ in fits:
+        n = node_of(nid)
+        by_dc[n.datacenter] = by_dc.get(n.datacenter, 0) + 1
+        group = (n.datacenter, n.meta.get(topology_key, ""))
+        by_group[group] = by_group.get(group, 0) + 1
+    most_dc = max(by_dc.values(), default=0)
+    where = "datacenter"
+    most = most_dc
+    if most_dc >= shards:
+        where, most = f"{topology_key} of a datacenter", max(by_group.values(), default=0)
+    needs = f"`locality: required` puts all {shards} shards"
+    return f"but no more than {most} in one {where}, where {needs}"
+
+
 def spans(shards: list[Shard], node_of: Callable[[str], Node | None], topology_key: str) -> int:
     """How many (datacenter, topology group) pairs a placement's shards are spread over."""
     groups = set()

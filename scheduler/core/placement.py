@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from scheduler.core.chain import Chain
 from scheduler.core.explain import refusal_counts
 from scheduler.core.inventory import Inventory, NodeState, profile_need
-from scheduler.core.locality import Costs, colocated
+from scheduler.core.locality import Costs, apart, colocated
 from scheduler.core.models import Model, Node, Profile, ProfileTrial, Settings, Shard
 from scheduler.core.plugins import (
     Choice,
@@ -55,6 +55,7 @@ class Failure:
         feasible: list[str],
         quota_blocked: bool,
         refused: Refusals | None = None,
+        apart: tuple[int, str] | None = None,
     ) -> None:
         self.version = version  # the inventory version it was found at
         self.feasible = feasible  # the nodes that did pass (fewer than the shards wanted)
@@ -63,6 +64,7 @@ class Failure:
         # counted as the walk went (as Nomad's metrics count filtered nodes), for the pending
         # sentence; the nodes it never visited are counted by explain.py.
         self.refused = Refusals() if refused is None else refused
+        self.apart = apart  # `required` locality: feasible nodes, why no group holds all
 
 
 class Placer:
@@ -185,8 +187,9 @@ class Placer:
         want = self.limit + profile.shards - 1
         refused = Refusals()
         fits = self._feasible(ctx, inv, self._walk(ctx, inv), want, refused)
+        spread = None
         if profile.shards > 1 and profile.locality != "none" and len(fits) >= profile.shards:
-            fits = self._local(ctx, inv, fits, refused)
+            fits, spread = self._local(ctx, inv, fits, refused)
         if len(fits) >= profile.shards:
             scored = sorted(
                 (
@@ -198,9 +201,10 @@ class Placer:
             shards = [Shard(node=nid, gpus=ch.picked) for _, _, nid, ch in scored[: profile.shards]]
             return Placement(profile, shards), ProfileTrial(profile=profile.name), ""
         self.failures[(model.name, profile.name)] = Failure(
-            inv.version, [nid for nid, _ in fits], False, refused
+            inv.version, [nid for nid, _ in fits], False, refused, spread
         )
-        return None, ProfileTrial(profile=profile.name), sentence(profile, len(fits), {})
+        n_fits, words = spread or (len(fits), None)
+        return None, ProfileTrial(profile=profile.name), sentence(profile, n_fits, {}, words)
 
     def _local(
         self,
@@ -208,11 +212,11 @@ class Placer:
         inv: Inventory,
         fits: list[tuple[str, Choice]],
         refused: Refusals,
-    ) -> list[tuple[str, Choice]]:
+    ) -> tuple[list[tuple[str, Choice]], tuple[int, str] | None]:
         """The feasible nodes of one datacenter (and topology group) that can hold every
         shard. The first few nodes of the walk usually are; else the whole fleet is looked at
-        (and `refused` counted again by that walk, which visits every node the first did).
-        With `required` locality and no such group: none (the profile does not fit)."""
+        (`refused` counted again by that walk, which visits every node the first did). With
+        `required` locality and no such group: none, and the feasible nodes' count and why."""
         p = ctx.profile
 
         def node_of(nid: str) -> Node:
@@ -221,14 +225,14 @@ class Placer:
         # One topology group among the first few: the common case, nothing more to walk.
         group = colocated(fits, node_of, p.shards, self.topology_key, True)
         if group is not None:
-            return group
+            return group, None
         refused.clear()
         every = self._feasible(ctx, inv, self._walk(ctx, inv), len(inv.nodes), refused)
         required = p.locality == "required"
         group = colocated(every, node_of, p.shards, self.topology_key, required)
-        if group is None:
-            return [] if required else fits
-        return group[: self.limit + p.shards - 1]
+        if group is None and required:
+            return [], (len(every), apart(every, node_of, p.shards, self.topology_key))
+        return (fits if group is None else group[: self.limit + p.shards - 1]), None
 
     def cost(self, placement: Placement, inv: Inventory) -> float:
         nodes = inv.nodes
@@ -334,7 +338,8 @@ class Placer:
                 said = refusal_counts(
                     self.cache, self.chain, self._key(model, profile), ctx, inv, failure.refused
                 )
-                trial, note = explained(profile, len(failure.feasible), said)
+                n_fits, words = failure.apart or (len(failure.feasible), None)
+                trial, note = explained(profile, n_fits, said, words)
             out.trials.append(trial)
             out.notes.append(note)
         return out

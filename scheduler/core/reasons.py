@@ -22,12 +22,16 @@ def describe(p: Profile) -> str:
     return what
 
 
-def sentence(profile: Profile, n_fits: int, texts: dict[str, int]) -> str:
-    """The `pending` sentence of one profile; `texts`: nodes per filter sentence."""
+def sentence(profile: Profile, n_fits: int, texts: dict[str, int], apart: str | None = None) -> str:
+    """The `pending` sentence of one profile; `texts`: nodes per filter sentence; `apart`:
+    why the `n_fits` feasible nodes hold no group that `required` locality accepts."""
     total = sum(texts.values())
     order = sorted(texts.items(), key=lambda kv: (-kv[1], kv[0]))
     parts = ", ".join(f"{r} on {n} node{'s' if n != 1 else ''}" for r, n in order)
-    if profile.shards > 1:
+    if apart is not None:
+        nodes = f"{n_fits} node{'s' if n_fits != 1 else ''} {'have' if n_fits != 1 else 'has'}"
+        text = f"profile {profile.name}: {nodes} {describe(profile)}, {apart}"
+    elif profile.shards > 1:
         text = (
             f"profile {profile.name}: only {n_fits} of {profile.shards} distinct nodes "
             f"have {describe(profile)}"
@@ -62,7 +66,9 @@ class Refusals:
         self.never.clear()
 
 
-def explained(profile: Profile, n_fits: int, counts: dict[Reason, int]) -> tuple[ProfileTrial, str]:
+def explained(
+    profile: Profile, n_fits: int, counts: dict[Reason, int], apart: str | None = None
+) -> tuple[ProfileTrial, str]:
     """The trial (counts by filter name, words by filter) and the sentence (by words)."""
     short: dict[str, int] = {}
     reasons: dict[str, dict[str, int]] = {}
@@ -77,4 +83,4 @@ def explained(profile: Profile, n_fits: int, counts: dict[Reason, int]) -> tuple
     trial = ProfileTrial(
         profile=profile.name, short=short, reasons=reasons, unresolvable=sorted(unresolvable)
     )
-    return trial, sentence(profile, n_fits, texts)
+    return trial, sentence(profile, n_fits, texts, apart)

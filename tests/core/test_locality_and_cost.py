@@ -48,6 +48,29 @@ def test_required_locality_waits_and_preferred_falls_back() -> None:
     assert {s.node for s in start.shards} == {"a", "b"}
 
 
+def test_required_localitys_pending_names_what_is_short() -> None:
+    # Three nodes have 4 free GPUs each: what is short is a datacenter holding two of them.
+    dcs = [_node(n, gpus=4, dc=f"dc{i}") for i, n in enumerate("abc")]
+    pending = _multi_plan(dcs, "required").models["m"].pending
+    assert pending == (
+        "profile 2x4: 3 nodes have 4 free GPUs, but no more than 1 in one datacenter, "
+        "where `locality: required` puts all 2 shards"
+    )
+    # One datacenter, three racks (and a node too small): a rack holding two of them.
+    racks = [*(_node(n, gpus=4, rack=f"r{i}") for i, n in enumerate("abc")), _node("d", rack="r0")]
+    pending = _multi_plan(racks, "required").models["m"].pending
+    assert pending == (
+        "profile 2x4: 3 nodes have 4 free GPUs, but no more than 1 in one rack of a "
+        "datacenter, where `locality: required` puts all 2 shards (too few free GPUs on 1 node)"
+    )
+    # Too few such nodes at all: the free GPUs per node are what is short.
+    few = [_node("a", gpus=4, rack="r0"), _node("b", rack="r0")]
+    pending = _multi_plan(few, "required").models["m"].pending
+    assert pending == (
+        "profile 2x4: only 1 of 2 distinct nodes have 4 free GPUs (too few free GPUs on 1 node)"
+    )
+
+
 # ---------------------------------------------------------------- cost
 
 CHEAP = [
