@@ -9,6 +9,9 @@ script, with the core whose plans are the reference:
 
     .venv/bin/python tests/core/golden_plans.py            # rewrites golden_plans.json.gz
 
+Before re-recording, `tests/core/golden_diff.py [--against REV]` shows each changed run's
+first differing pass, old plan against new.
+
 Scenarios are drawn from a seeded random source, so the same seed gives the same scenario as
 long as the strategies and hypothesis' drawing do not change; a changed first snapshot is
 reported as such (regenerate the file from the reference core), not as a changed plan.
