@@ -36,6 +36,7 @@ COMPILED = (
     "defragment",
     "explain",
     "facts",
+    "fair_reclaim",
     "fairshare",
     "growth",
     "guarantees",

@@ -20,6 +20,7 @@ StopCode = Literal[
     "preempted_borrowed",  # a victim borrowed past its owner's guarantee (rule R2)
     "preempted_lower_class",  # a lower class above its minimum (rule R2)
     "preempted_same_class",  # the same class above its minimum (rule R2)
+    "preempted_fair_share",  # borrowed, taken toward the taker's fair share (rule R7)
     "preempted_lower_minimum",  # a lower class's minimum (rule R2)
 ]
 

@@ -125,6 +125,8 @@ def preempt_for(st: PassState, m: Model, missing: int, live: int) -> bool:
             cands = pool.candidates(m, trial, live + len(future))
             over: list[int] = []
             chosen = choose(m, cands, trial, limit, st.placer, over)
+            if chosen and not pool.fair_set(m, chosen, trial):
+                chosen = []  # rule R7 holds per victim, not for the set
             if not chosen:
                 if not gone:
                     _say_held_back(st, m, trial, live + len(future), over)

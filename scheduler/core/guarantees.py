@@ -51,6 +51,17 @@ def within_guarantee(m: Model, inv: Inventory) -> bool:
     return _within((have[0] + need[0], have[1] + need[1], have[2] + need[2]), mine[1])
 
 
+def back_within(owner: str, need: Vec, inv: Inventory) -> bool:
+    """Whether the owner would be within its guarantee without a replica that counts `need`:
+    it would then take the room back from a borrower (a replica borrowed by its CPU alone,
+    say; rule R6)."""
+    g = guarantee_of(owner, inv.facts.quotas)
+    if g is None:
+        return False
+    have = inv.usage.get(g[0], ZERO)
+    return all(have[i] - need[i] <= g[1][i] + 1e-9 for i in range(3))
+
+
 def owed_replicas(m: Model, inv: Inventory, most: int) -> int:
     """How many more replicas of `m` (its first profile, up to `most`) keep its owner within
     its guarantee."""
@@ -72,3 +83,26 @@ def owed_replicas(m: Model, inv: Inventory, most: int) -> int:
 
 def _within(have: Vec, cap: Vec) -> bool:
     return all(h <= c + 1e-9 for h, c in zip(have, cap, strict=True))
+
+
+class GuaranteeUse:
+    """What the replicas walked so far (oldest first) hold of one guarantee, shared by the
+    models under its prefix: once past it, every newer replica there is borrowed."""
+
+    def __init__(self, caps: Vec) -> None:
+        self.gpus = 0.0
+        self.cpu = 0.0
+        self.memory = 0.0
+        self.caps = (caps[0] + 1e-9, caps[1] + 1e-9, caps[2] + 1e-9)
+        self.past = False  # a replica passed the guarantee: all that is newer is borrowed
+
+    def borrowed(self, need: Vec) -> bool:
+        """Count the next replica in; whether it is past the guarantee."""
+        if self.past:
+            return True
+        self.gpus += need[0]
+        self.cpu += need[1]
+        self.memory += need[2]
+        caps = self.caps
+        self.past = self.gpus > caps[0] or self.cpu > caps[1] or self.memory > caps[2]
+        return self.past

@@ -19,23 +19,27 @@ from functools import partial
 from typing import NamedTuple
 
 from scheduler.core.facts import LiveReplica
+from scheduler.core.fair_reclaim import Reclaim, apart, may_reclaim, toward_share
 from scheduler.core.fairshare import FairShare
-from scheduler.core.guarantees import guarantee_of, owed_replicas, within_guarantee
-from scheduler.core.inventory import (
-    ZERO,
-    Inventory,
-    Vec,
-    profile_need,
+from scheduler.core.guarantees import (
+    GuaranteeUse,
+    back_within,
+    guarantee_of,
+    owed_replicas,
+    within_guarantee,
 )
+from scheduler.core.inventory import Inventory, Vec, profile_need
 from scheduler.core.models import CLASS_RANK, Model, Replica, Snapshot
 from scheduler.core.sorted_groups import Sorted, merged, oldest_first
 from scheduler.core.victims import (
     POOL_CAP,
     TIER_BORROWED,
+    TIER_FAIR,
     TIER_IDLE,
     TIER_LOWER_ABOVE_MIN,
     TIER_LOWER_MIN,
     TIER_SAME_ABOVE_MIN,
+    TIERS,
     Victim,
     choose,
     set_cost,
@@ -132,34 +136,11 @@ class _Entry:
         )
 
 
-class _GuaranteeUse:
-    """What the replicas walked so far (oldest first) hold of one guarantee, shared by the
-    models under its prefix: once past it, every newer replica there is borrowed."""
-
-    def __init__(self, caps: Vec) -> None:
-        self.gpus = 0.0
-        self.cpu = 0.0
-        self.memory = 0.0
-        self.caps = (caps[0] + 1e-9, caps[1] + 1e-9, caps[2] + 1e-9)
-        self.past = False  # a replica passed the guarantee: all that is newer is borrowed
-
-    def borrowed(self, need: Vec) -> bool:
-        """Count the next replica in; whether it is past the guarantee."""
-        if self.past:
-            return True
-        self.gpus += need[0]
-        self.cpu += need[1]
-        self.memory += need[2]
-        caps = self.caps
-        self.past = self.gpus > caps[0] or self.cpu > caps[1] or self.memory > caps[2]
-        return self.past
-
-
 class _ModelFacts:
     """What the pool's walk keeps per model. (A plain class: compiled, a dataclass is built
     through its generated __init__, which runs as Python.)"""
 
-    def __init__(self, m: Model, within: _GuaranteeUse | None) -> None:
+    def __init__(self, m: Model, within: GuaranteeUse | None) -> None:
         sc = m.scaling
         self.rank = CLASS_RANK[m.class_]
         self.on_demand = sc.on_demand
@@ -181,16 +162,6 @@ def _nodes_of(r: Replica) -> tuple[str, ...]:
     return tuple(dict.fromkeys(sh.node for sh in r.shards))
 
 
-def _back_within(e: _Entry, inv: Inventory) -> bool:
-    """Whether the victim's owner would be within its guarantee without it: it would then
-    take the room back from a borrower (a replica borrowed by its CPU alone, say)."""
-    g = guarantee_of(e.model.owner, inv.facts.quotas)
-    if g is None:
-        return False
-    have = inv.usage.get(g[0], ZERO)
-    return all(have[i] - e.need[i] <= g[1][i] + 1e-9 for i in range(3))
-
-
 class VictimPool:
     """Every live replica that could ever give way, grouped for quick, ordered asking."""
 
@@ -207,8 +178,9 @@ class VictimPool:
         # Set by the pass when quotas are in play: preemption between borrowers of one class
         # must move toward the fair share, never away from it.
         self.fair: FairShare | None = None
-        self._guarantees: dict[str, _GuaranteeUse] = {}  # by the guarantee's prefix
-        self._owners: dict[str, _GuaranteeUse | None] = {}  # by owner
+        self._reclaim: Reclaim | None = None  # rule R7's shares, made when first asked
+        self._guarantees: dict[str, GuaranteeUse] = {}  # by the guarantee's prefix
+        self._owners: dict[str, GuaranteeUse | None] = {}  # by owner
         self._pairs: dict[GroupKey, tuple[GroupKey, Sorted[VictimOrder]]] = {}
         self._grace = settings.eviction_grace_s
         self._fresh_after = now - timedelta(seconds=settings.min_lifetime_s)
@@ -261,7 +233,7 @@ class VictimPool:
         filed[1].add(entry.order())
         entry.where = filed[0]
 
-    def _use_of(self, owner: str) -> _GuaranteeUse | None:
+    def _use_of(self, owner: str) -> GuaranteeUse | None:
         """The running use of the guarantee up the owner's path, shared by every owner under
         that guarantee's prefix (None: no quotas, or no guarantee)."""
         if not self.quotas:
@@ -273,7 +245,7 @@ class VictimPool:
             else:
                 use = self._guarantees.get(g[0])
                 if use is None:
-                    use = self._guarantees[g[0]] = _GuaranteeUse(g[1])
+                    use = self._guarantees[g[0]] = GuaranteeUse(g[1])
                 self._owners[owner] = use
         return self._owners[owner]
 
@@ -324,16 +296,28 @@ class VictimPool:
                     tier = TIER_BORROWED  # taken back whatever the classes
             elif not borrowed and guarded:
                 return -1  # within its owner's guarantee: only its own owner may take it
+            elif (
+                tier < 0
+                and self.fair is not None
+                and may_reclaim(rank, my_rank, above_min, borrowed, below_min, reclaim)
+                and apart(self.fair, m.owner, owner)
+            ):
+                tier = TIER_FAIR  # toward fair share, if the shares allow (rule R7)
         return tier
 
-    def _toward_share(self, mine: float, e: _Entry, inv: Inventory) -> bool:
-        """Whether taking `e` for a model whose owner's share with the new replica is `mine`
-        moves the two owners toward their fair shares: that share stays at or below the victim
-        owner's share without the victim (Kueue's LessThanOrEqualToFinalShare)."""
-        if self.fair is None:
+    def reclaim(self, inv: Inventory) -> Reclaim:
+        """Rule R7's shares (asked only for its tier, which needs quotas, so `fair` is set)."""
+        if self._reclaim is None:
+            assert self.fair is not None
+            self._reclaim = Reclaim(self.fair, inv.facts, self.stopped)
+        return self._reclaim
+
+    def fair_set(self, m: Model, chosen: list[Victim], inv: Inventory) -> bool:
+        """Whether a victim set keeps rule R7 as a whole (two victims of one owner for one
+        replica lower that owner's share by both)."""
+        if self.fair is None or all(v.tier != TIER_FAIR for v in chosen):
             return True
-        gone = (-e.need[0], -e.need[1], -e.need[2])
-        return mine <= self.fair.share(e.model.owner, inv, gone) + 1e-9
+        return self.reclaim(inv).allows_set(m, chosen, inv)
 
     def candidates(self, m: Model, inv: Inventory, live: int) -> Iterator[Victim]:
         """The replicas that may give way for `m`, in the order they should."""
@@ -343,7 +327,7 @@ class VictimPool:
         # Its new replica would be borrowed and could be taken back (rule R2's borrowed tier):
         # then it must not take what its owner would reclaim at once (rule R6).
         borrower = bool(self.quotas) and not reclaim and (my_rank != CRITICAL or not below_min)
-        tiers: list[list[Sorted[VictimOrder]]] = [[] for _ in range(5)]
+        tiers: list[list[Sorted[VictimOrder]]] = [[] for _ in range(TIERS)]
         for key, group in self._groups.items():
             if group.size():
                 tier = self._tier(key, m, my_rank, below_min, reclaim)
@@ -364,32 +348,51 @@ class VictimPool:
                 nodes = _nodes_of(e.replica)
                 if len(nodes) > 1 and e.rank >= my_rank:
                     continue  # a multi-node replica gives way to a higher class only
+                if tier == TIER_FAIR and not self.reclaim(inv).allows(
+                    m, e.model.owner, e.need, inv
+                ):
+                    continue
                 if (
                     tier == TIER_SAME_ABOVE_MIN
                     and e.model.owner != m.owner
                     and e.borrowed
-                    and not self._toward_share(mine, e, inv)
+                    and fair is not None  # between owners: toward the fair share only
+                    and not toward_share(fair, mine, e.model.owner, e.need, inv)
                 ):
                     continue
-                if borrower and e.guarded and e.model.owner != m.owner and _back_within(e, inv):
+                if (
+                    borrower
+                    and e.guarded
+                    and e.model.owner != m.owner
+                    and back_within(e.model.owner, e.need, inv)
+                ):
                     continue
-                where = e.where
-                assert where is not None  # it was reached in a group
-                above_min = where.above_min
-                lent = None
-                if tier == TIER_BORROWED:
-                    g = guarantee_of(e.model.owner, self.quotas)
-                    lent = g[0] if g is not None else None
-                yield Victim(
-                    e.replica,
-                    e.model,
-                    tier,
-                    e.idle_s,
-                    e.gpus,
-                    e.memory_gb,
-                    above_min,
-                    nodes,
-                    lent,
-                    e.need[1] / max(len(e.replica.shards), 1),
-                    e.need[2] / max(len(e.replica.shards), 1),
-                )
+                yield self._victim(e, tier, nodes, m, inv)
+
+    def _victim(
+        self, e: _Entry, tier: int, nodes: tuple[str, ...], m: Model, inv: Inventory
+    ) -> Victim:
+        """A candidate as `m` is offered it, with what its stop's sentence names."""
+        where = e.where
+        assert where is not None  # it was reached in a group
+        lent = toward = None
+        if tier in (TIER_BORROWED, TIER_FAIR):
+            g = guarantee_of(e.model.owner, self.quotas)
+            lent = g[0] if g is not None else None
+        if tier == TIER_FAIR:
+            toward = self.reclaim(inv).how_far(m.owner, inv)
+        shards = max(len(e.replica.shards), 1)
+        return Victim(
+            e.replica,
+            e.model,
+            tier,
+            e.idle_s,
+            e.gpus,
+            e.memory_gb,
+            where.above_min,
+            nodes,
+            lent,
+            e.need[1] / shards,
+            e.need[2] / shards,
+            toward,
+        )

@@ -33,6 +33,7 @@ def take_turns(st: PassState, order: list[Model]) -> None:
     """Every model short of its target, in turn order, places what it misses (or preempts)."""
     if st.inv.facts.quotas:
         fair = st.turns.fair = FairShare(st.snapshot, st.inv)
+        fair.wants(st.counts.target)
         guarantees_first(st, order)
         share_the_rest(st, order, fair)
     else:

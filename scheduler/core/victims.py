@@ -14,7 +14,16 @@ from scheduler.core.inventory import Inventory, profile_need
 from scheduler.core.models import Model, Profile, Replica
 from scheduler.core.placement import Placer
 
-TIER_IDLE, TIER_BORROWED, TIER_LOWER_ABOVE_MIN, TIER_SAME_ABOVE_MIN, TIER_LOWER_MIN = range(5)
+# In the order they give way (rule R2; TIER_FAIR is rule R7's).
+TIERS = 6
+(
+    TIER_IDLE,
+    TIER_BORROWED,
+    TIER_LOWER_ABOVE_MIN,
+    TIER_SAME_ABOVE_MIN,
+    TIER_FAIR,
+    TIER_LOWER_MIN,
+) = range(TIERS)
 
 
 class Victim:
@@ -34,6 +43,7 @@ class Victim:
         borrowed_from: str | None = None,
         shard_cpu: float = 0.0,
         shard_mem: float = 0.0,
+        toward: str | None = None,
     ) -> None:
         self.replica = replica
         self.model = model
@@ -47,6 +57,7 @@ class Victim:
         self.borrowed_from = borrowed_from  # the guaranteed prefix it is borrowed past, if any
         self.shard_cpu = shard_cpu  # CPU cores and memory each of its shards holds
         self.shard_mem = shard_mem
+        self.toward = toward  # where the taking owner stands (rule R7's tier), for the sentence
 
     @property
     def multi_node(self) -> bool:
@@ -66,6 +77,7 @@ STOP_CODES: tuple[StopCode, ...] = (  # by tier
     "preempted_borrowed",
     "preempted_lower_class",
     "preempted_same_class",
+    "preempted_fair_share",
     "preempted_lower_minimum",
 )
 
@@ -77,13 +89,16 @@ def stop_code(v: Victim) -> StopCode:
 
 def stop_reason(v: Victim, preemptor: Model) -> str:
     """The rule and the tier a victim gave way under, in a sentence an operator can check."""
-    if v.tier == TIER_BORROWED:
+    if v.tier == TIER_BORROWED or v.tier == TIER_FAIR:
         why = (
             f"borrowed past {v.borrowed_from}'s guarantee"
             if v.borrowed_from is not None
             else f"borrowed ({v.model.owner} has no guarantee)"
         )
-        why += f", reclaimed within {preemptor.owner}'s guarantee"
+        if v.tier == TIER_FAIR:
+            why += f", reclaimed toward fair share by {v.toward}"
+        else:
+            why += f", reclaimed within {preemptor.owner}'s guarantee"
     else:
         why = f"{TIER_NAMES[v.tier]} ({v.model.class_} for {preemptor.class_})"
     if v.multi_node:

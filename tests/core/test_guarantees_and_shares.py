@@ -134,9 +134,10 @@ def test_preemption_between_borrowers_moves_toward_the_fair_share() -> None:
     took = stops(decide(_same_class(a_holds=3)))
     assert [(a.model, a.preempted_for) for a in took] == [("a-old", "b-new")]
     # org/b already holds 3 of 4: taking org/a's last one would move away from fair share,
-    # so b-new makes room from its own owner's replicas.
+    # so b-new makes room from its own owner's replicas; and a-old, below its fair share,
+    # takes one of org/b's toward it (rule R7): 2 and 2.
     took = stops(decide(_same_class(a_holds=1)))
-    assert [(a.model, a.preempted_for) for a in took] == [("b-old", "b-new")]
+    assert [(a.model, a.preempted_for) for a in took] == [("b-old", "b-new"), ("b-old", "a-old")]
 
 
 def _removed_profile(ready: bool = True) -> Snapshot:

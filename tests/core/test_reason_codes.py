@@ -26,6 +26,7 @@ STOP_WORDS = {
     "preempted_borrowed": "preempted for",
     "preempted_lower_class": "preempted for",
     "preempted_same_class": "preempted for",
+    "preempted_fair_share": "preempted for",
     "preempted_lower_minimum": "preempted for",
 }
 START_WORDS = {
