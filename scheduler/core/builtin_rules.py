@@ -9,6 +9,7 @@ from scheduler.core.models import GPU
 CPU_SHORT = "too few free CPU cores"
 MEMORY_SHORT = "too little free memory"
 GPUS_SHORT = "too few free GPUs"
+CACHE_FULL = "no room in the model cache for the weights"
 MAX_SPREAD = 5  # replicas of a model on one node beyond which spreading no longer counts
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from scheduler.core.builtin_rules import (
+    CACHE_FULL,
     CPU_SHORT,
     GPUS_SHORT,
     MEMORY_SHORT,
@@ -25,6 +26,7 @@ from scheduler.core.builtin_rules import (
 from scheduler.core.inventory import NodeState
 from scheduler.core.models import GPU, Profile
 from scheduler.core.plugins import Choice, Filter, PlaceContext, Reason, Scorer, reason_of
+from scheduler.core.warmth import Warmth
 
 # ---------------------------------------------------------------- filters
 
@@ -104,6 +106,26 @@ class GPUCount(NativeFilter):
         return None
 
 
+class CacheRoom(NativeFilter):
+    """A cold node whose model cache reports too little free room for the model's weights
+    (rule W2): the download would fail there. Unresolvable: stopping replicas frees no cache
+    room (nothing in the core deletes weights). Unknown sizes never say no."""
+
+    name = "model-cache-room"
+
+    def __init__(self, warmth: Warmth) -> None:
+        self.warmth = warmth
+        self.full = Reason(self.name, CACHE_FULL, True)
+
+    def check(
+        self, ctx: PlaceContext, ns: NodeState, choice: Choice | None, usable: int
+    ) -> Reason | None:
+        node = ns.node
+        if node.cache is None or not self.warmth.lacks_room(ctx.model, node):
+            return None
+        return self.full
+
+
 class PluginFilter(NativeFilter):
     """A registered dynamic filter, asked through its protocol on the chain's Choice."""
 
@@ -163,6 +185,22 @@ class SpreadReplicas(NativeScorer):
 
     def rank(self, ctx: PlaceContext, ns: NodeState, choice: Choice) -> float:
         return spread(ctx.model.name, ns, self.weight)
+
+
+class WarmCache(NativeScorer):
+    """A node whose model cache holds the model's revision (rule W1): it serves after a load
+    from local disk, not a download. It scores the share of a cold start's expected time that
+    it saves (warmth.warm_saving), so it wins against a cold node whose packing score is at
+    most that much higher: the larger the weights, the more packing a warm start may cost."""
+
+    name = "warm-cache"
+
+    def __init__(self, warmth: Warmth) -> None:
+        self.warmth = warmth
+
+    def rank(self, ctx: PlaceContext, ns: NodeState, choice: Choice) -> float:
+        m = ctx.model
+        return self.warmth.saving(m) if self.warmth.is_warm(m, ns.node.id) else 0.0
 
 
 class PluginScorer(NativeScorer):

@@ -35,6 +35,7 @@ from scheduler.core.plugins import Plugins, default_filters, default_scorers
 from scheduler.core.preemption import VictimPool
 from scheduler.core.scaling import Want, replacements, want
 from scheduler.core.turn_order import ModelOrder
+from scheduler.core.warmth import Warmth
 
 # A reason: its code (codes.py) and the sentence an operator reads.
 StopWhy = tuple[StopCode, str]
@@ -171,12 +172,15 @@ class PassState:
         self.snapshot = snapshot
         self.settings: Settings = snapshot.settings
         self.now: datetime = snapshot.now
+        s = self.settings
+        warmth = Warmth(snapshot.nodes, s.download_gbps, s.load_gbps)
         self.placer = Placer(
-            default_filters() + list(extra.filters),
-            default_scorers() + list(extra.scorers),
+            default_filters(warmth) + list(extra.filters),
+            default_scorers(warmth) + list(extra.scorers),
             len(snapshot.nodes),
             extra=extra.filters,
             settings=self.settings,
+            warmth=warmth,
         )
         self.inv = Inventory.build(snapshot)
         self.counts = count(snapshot, self.inv)

@@ -28,8 +28,10 @@ from scheduler.core.plugins import (
 )
 from scheduler.core.reasons import Refusals, explained, sentence
 from scheduler.core.verdicts import Key, Verdict, profile_key, verdict_cache
+from scheduler.core.warmth import Warmth
 
 MIN_LIMIT = 3  # feasible nodes scored per shard search, at least
+WARM_SCAN = 32  # warm nodes looked at beyond the walk's, per placement (rule W1)
 
 
 # Plain classes, not dataclasses: compiled, a dataclass's generated __init__ runs as Python.
@@ -77,6 +79,7 @@ class Placer:
         n_nodes: int,
         extra: Sequence[Filter] = (),
         settings: Settings | None = None,
+        warmth: Warmth | None = None,
     ) -> None:
         """`filters`: the built-in ones and then the `extra` ones (already in `filters`)."""
         settings = settings or Settings()
@@ -84,6 +87,7 @@ class Placer:
         self.costs = Costs(settings)
         self.static = [f for f in filters if f.static]
         self.chain = Chain(filters, scorers)  # the dynamic filters and the scorers
+        self.warmth = warmth or Warmth()  # where models' weights are cached
         self.limit = max(MIN_LIMIT, math.ceil(math.log2(max(n_nodes, 2)) / 2))
         extra_static = [f for f in extra if f.static]
         self._narrow_by_id = bool(extra_static)  # else the narrowing goes by GPU kind
@@ -188,6 +192,8 @@ class Placer:
         refused = Refusals()
         fits = self._feasible(ctx, inv, self._walk(ctx, inv), want, refused)
         spread = None
+        if len(fits) == want and profile.shards == 1:
+            fits += self._warm(ctx, inv, fits)
         if profile.shards > 1 and profile.locality != "none" and len(fits) >= profile.shards:
             fits, spread = self._local(ctx, inv, fits, refused)
         if len(fits) >= profile.shards:
@@ -205,6 +211,18 @@ class Placer:
         )
         n_fits, words = spread or (len(fits), None)
         return None, ProfileTrial(profile=profile.name), sentence(profile, n_fits, {}, words)
+
+    def _warm(
+        self, ctx: PlaceContext, inv: Inventory, fits: list[tuple[str, Choice]]
+    ) -> list[tuple[str, Choice]]:
+        """Feasible warm nodes the walk stopped short of (rule W1), to be scored beside the
+        tightest fits: the first WARM_SCAN nodes holding the model's revision, in node order."""
+        warm = self.warmth.warm_nodes(ctx.model)
+        if not warm:
+            return []
+        seen = {nid for nid, _ in fits}
+        rest = [nid for nid in warm[:WARM_SCAN] if nid not in seen and nid in inv.nodes]
+        return self._feasible(ctx, inv, rest, len(rest)) if rest else []
 
     def _local(
         self,

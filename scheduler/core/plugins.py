@@ -27,6 +27,7 @@ from typing import NamedTuple, Protocol, runtime_checkable
 
 from scheduler.core.inventory import NodeState
 from scheduler.core.models import GPU, MigSlice, Model, Node, Profile
+from scheduler.core.warmth import Warmth
 
 
 @dataclass
@@ -187,23 +188,26 @@ class GPUMemory:
         return None
 
 
-def default_filters() -> list[Filter]:
-    """The built-in filters, static ones first; the dynamic ones are compiled (chain.py)."""
-    from scheduler.core.chain import GPUCount, MigProfile, NodeResources
+def default_filters(warmth: Warmth | None = None) -> list[Filter]:
+    """The built-in filters, static ones first; the dynamic ones are compiled (chain.py).
+    `warmth`: the pass's model caches (none known: the cache-room filter never says no)."""
+    from scheduler.core.chain import CacheRoom, GPUCount, MigProfile, NodeResources
 
     return [
         NodeEligible(),
         DeviceHealth(),
         GPUModelMatch(),
         GPUMemory(),
+        CacheRoom(warmth or Warmth()),
         NodeResources(),
         MigProfile(),
         GPUCount(),
     ]
 
 
-def default_scorers() -> list[Scorer]:
-    """The built-in scorers, compiled (chain.py): bin-packing, NVLink locality, spread."""
-    from scheduler.core.chain import BinPacking, NVLinkLocality, SpreadReplicas
+def default_scorers(warmth: Warmth | None = None) -> list[Scorer]:
+    """The built-in scorers, compiled (chain.py): bin-packing, NVLink locality, spread, and
+    the warm cache (`warmth`: the pass's model caches; none known, it prefers no node)."""
+    from scheduler.core.chain import BinPacking, NVLinkLocality, SpreadReplicas, WarmCache
 
-    return [BinPacking(), NVLinkLocality(), SpreadReplicas()]
+    return [BinPacking(), NVLinkLocality(), SpreadReplicas(), WarmCache(warmth or Warmth())]

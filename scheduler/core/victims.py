@@ -58,6 +58,8 @@ class Victim:
         self.shard_cpu = shard_cpu  # CPU cores and memory each of its shards holds
         self.shard_mem = shard_mem
         self.toward = toward  # where the taking owner stands (rule R7's tier), for the sentence
+        # Its model cached on no other node: it would start cold elsewhere (rule W4).
+        self.cold_elsewhere = False
 
     @property
     def multi_node(self) -> bool:
@@ -106,19 +108,21 @@ def stop_reason(v: Victim, preemptor: Model) -> str:
     return f"preempted for {preemptor.name}: {why}"
 
 
-CostKey = tuple[bool, int, tuple[int, ...], float, float, tuple[str, ...]]
+CostKey = tuple[bool, int, tuple[int, ...], float, float, int, tuple[str, ...]]
 
 
 def set_cost(victims: Sequence[Victim]) -> CostKey:
     """What a victim set costs, compared in order: a multi-node replica only when nothing
     cheaper makes room; fewer victims; the lowest tiers (the worst one first); fewer GPUs
-    lost; longest idle; then by id (so equal sets always resolve the same way)."""
+    lost; longest idle; fewer whose model is cached on no other node (rule W4); then by id
+    (so equal sets always resolve the same way)."""
     return (
         any(v.multi_node for v in victims),
         len(victims),
         tuple(sorted((v.tier for v in victims), reverse=True)),
         round(sum(v.gpus for v in victims), 6),
         -sum(min(v.idle_s, 1e9) for v in victims),
+        sum(1 for v in victims if v.cold_elsewhere),
         tuple(sorted(v.replica.id for v in victims)),
     )
 
@@ -211,6 +215,8 @@ def choose(
     pool = list(islice(cands, POOL_CAP))
     if not pool or max_victims <= 0:
         return []
+    for v in pool:
+        v.cold_elsewhere = not placer.warmth.warm_elsewhere(v.model, v.nodes)
 
     def fits(gone: Sequence[Victim]) -> bool:
         trial, touched = _released(inv, gone)

@@ -1,7 +1,7 @@
 """Where a model's weights already are, from the model caches the snapshot reports: the nodes
 whose cache holds the model's revision (warm), the weights' size, and whether a node's cache
-has room for them. Built once per pass; a snapshot without caches costs one look at each
-node and nothing more.
+has room for them (rules W1-W5 in docs/decision-core.md). Built once per pass; a snapshot
+without caches costs one look at each node and nothing more.
 
 Nothing here deletes weights, or asks for it: the core only reads what the caches hold.
 """
@@ -11,9 +11,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from scheduler.core.fleet import Node, NodeCache
-from scheduler.core.models import Model
+from scheduler.core.models import Model, Settings
 
 GB = 10**9
+# A server's own start (process, CUDA context, graph capture) before and after the weights.
+SERVER_OVERHEAD_S = 20.0
+# What a warm node saves, as a share of a cold start, when the weights' size is unknown.
+UNKNOWN_SAVING = 0.3
+DEFAULTS = Settings()  # download_gbps, load_gbps when a Warmth is made without them
 
 
 def weight_bytes(source: str, nodes: Iterable[Node], weights_gb: float | None = None) -> int | None:
@@ -30,14 +35,34 @@ def weight_bytes(source: str, nodes: Iterable[Node], weights_gb: float | None = 
     return round(weights_gb * GB) if weights_gb else None
 
 
+def warm_saving(weight_bytes: int | None, download_gbps: float, load_gbps: float) -> float:
+    """The share of a cold start's expected time that a warm start saves: the download's
+    share of the server's start, the download and the load (Gbit/s; rule W1). UNKNOWN_SAVING
+    when the size is unknown."""
+    if weight_bytes is None or weight_bytes <= 0:
+        return UNKNOWN_SAVING
+    bits = weight_bytes * 8
+    download = bits / (download_gbps * 1e9)
+    load = bits / (load_gbps * 1e9)
+    return download / (SERVER_OVERHEAD_S + download + load)
+
+
 class Warmth:
     """The caches of one pass's fleet, and what was worked out from them, by model name."""
 
-    def __init__(self, nodes: Sequence[Node] = ()) -> None:
+    def __init__(
+        self,
+        nodes: Sequence[Node] = (),
+        download_gbps: float = DEFAULTS.download_gbps,
+        load_gbps: float = DEFAULTS.load_gbps,
+    ) -> None:
         self.cached: list[Node] = [n for n in nodes if n.cache is not None]
+        self.download_gbps = download_gbps
+        self.load_gbps = load_gbps
         self._warm: dict[str, tuple[str, ...]] = {}  # model -> warm node ids, in node order
         self._warm_set: dict[str, frozenset[str]] = {}
         self._sizes: dict[str, int | None] = {}
+        self._savings: dict[str, float] = {}
 
     def warm_nodes(self, model: Model) -> tuple[str, ...]:
         """The nodes whose cache holds the model's revision, in the snapshot's node order."""
@@ -71,6 +96,16 @@ class Warmth:
             serve = model.serve
             self._sizes[model.name] = weight_bytes(serve.source, self.cached, serve.weights_gb)
         return self._sizes[model.name]
+
+    def saving(self, model: Model) -> float:
+        """What a warm node saves the model, as a share of a cold start (warm_saving)."""
+        found = self._savings.get(model.name)
+        if found is None:
+            size = self.weight_bytes(model)
+            found = self._savings[model.name] = warm_saving(
+                size, self.download_gbps, self.load_gbps
+            )
+        return found
 
     def lacks_room(self, model: Model, node: Node) -> bool:
         """Whether the node's cache reports too little free room for the model's weights,

@@ -14,6 +14,7 @@ from typing import Any, Literal
 from scheduler.adapters.catalog import printable
 from scheduler.core.fleet import NodeCache, Replica
 from scheduler.core.models import Settings, Snapshot, StartAction
+from scheduler.core.warmth import SERVER_OVERHEAD_S
 
 Warmth = Literal["warm", "cold"]
 WARMTHS: tuple[Warmth, Warmth] = ("warm", "cold")
@@ -24,8 +25,6 @@ WEIGHT_OF_NEWEST = 0.3
 # The settings' defaults (download_gbps, load_gbps).
 DEFAULT_DOWNLOAD_GBPS = Settings().download_gbps
 DEFAULT_LOAD_GBPS = Settings().load_gbps
-# A server's own start (process, CUDA context, graph capture) before and after the weights.
-SERVER_OVERHEAD_S = 20.0
 # A stored mean beyond a day is not a start time (a bad value, or a clock that jumped).
 MAX_SECONDS = 86400.0
 
