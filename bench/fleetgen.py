@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 from bench.fleet_catalog import catalog, quotas
+from scheduler.core.fleet import CachedSnapshot, NodeCache
 from scheduler.core.models import (
     GPU,
     Demand,
@@ -23,11 +24,13 @@ from scheduler.core.models import (
     Node,
     Profile,
     Replica,
+    Serve,
     Shard,
     Snapshot,
 )
 
 NOW = datetime(2026, 12, 2, 10, 0, 0, tzinfo=UTC)
+GB = 10**9
 STATES: tuple[Literal["running", "starting", "stopping"], ...] = ("running", "starting", "stopping")
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -229,9 +232,11 @@ def steady_snapshot(
     gpus_per_node: int = 8,
     mig_fraction: float = 0.1,
     seed: int = 0,
+    caches: bool = False,
 ) -> Snapshot:
     """A fleet in a realistic steady state: most models at their desired count, some wanting
-    to scale up (some of which only fit by preemption), some to scale down."""
+    to scale up (some of which only fit by preemption), some to scale down. With `caches`,
+    every model serves a repository and every node reports a model cache (with_caches)."""
     rng = random.Random(f"steady-{seed}")
     nodes = fleet(n_nodes, gpus_per_node, mig_fraction, seed)
     n_models = max(1, round(n_nodes * models_per_node))
@@ -242,9 +247,43 @@ def steady_snapshot(
 
     demand, plans = _wanted(rng, models)
     replicas = _existing(rng, rooms, plans, demand)
-    return Snapshot(
+    snap = Snapshot(
         now=NOW, nodes=nodes, models=models, quotas=quotas(nodes), demand=demand, replicas=replicas
     )
+    return with_caches(snap, random.Random(f"caches-{seed}")) if caches else snap
+
+
+def with_caches(snap: Snapshot, rng: random.Random) -> Snapshot:
+    """Every model serving `org/NAME` (weights 16 GB per GPU of its first profile) and every
+    node's model cache holding the weights of the models running there and of three others
+    at random, with 0-2 TB free (a tenth of the nodes report no free room)."""
+    weights = {m.name: 16 * GB * max(m.profiles[0].gpus, 1) for m in snap.models}
+    models = [m.model_copy(update={"serve": Serve(source=f"org/{m.name}")}) for m in snap.models]
+    running: dict[str, set[str]] = {}
+    for r in snap.replicas:
+        for sh in r.shards:
+            running.setdefault(sh.node, set()).add(r.model)
+    names = sorted(weights)
+    nodes = []
+    for n in snap.nodes:
+        held = sorted(running.get(n.id, set()) | set(rng.sample(names, min(3, len(names)))))
+        cache = NodeCache(
+            volume="llm-model-cache",
+            free_bytes=None if rng.random() < 0.1 else rng.randrange(2000) * GB,
+            snapshots=[
+                CachedSnapshot(
+                    source=f"org/{name}",
+                    commit=f"{names.index(name) + 1:040x}",
+                    revisions=["main"],
+                    bytes=weights[name],
+                    weights_bytes=weights[name],
+                    last_used=NOW,
+                )
+                for name in held
+            ],
+        )
+        nodes.append(n.model_copy(update={"cache": cache, "host_volumes": ["llm-model-cache"]}))
+    return snap.model_copy(update={"models": models, "nodes": nodes})
 
 
 def _wanted(

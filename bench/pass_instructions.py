@@ -49,8 +49,8 @@ import gc, sys
 import scheduler
 from bench.fleetgen import steady_snapshot
 from scheduler.core.decide import decide
-nodes, seed, passes = (int(a) for a in sys.argv[1:4])
-snap = steady_snapshot(nodes, seed=seed)
+nodes, seed, passes, caches = (int(a) for a in sys.argv[1:5])
+snap = steady_snapshot(nodes, seed=seed, caches=bool(caches))
 gc.collect()
 gc.disable()
 for _ in range(passes):
@@ -69,7 +69,7 @@ def collected(stderr: str) -> int:
     return int(found[-1])
 
 
-def count(nodes: int, seed: int, passes: int, core_build: str) -> int:
+def count(nodes: int, seed: int, passes: int, core_build: str, caches: bool = False) -> int:
     """Instructions of a process that builds the snapshot and runs `passes` passes with the
     core `core_build` (a child that found another, an install rebuilt meanwhile say, would
     make the difference of two counts meaningless)."""
@@ -85,6 +85,7 @@ def count(nodes: int, seed: int, passes: int, core_build: str) -> int:
                 str(nodes),
                 str(seed),
                 str(passes),
+                str(int(caches)),
             ],
             cwd=HERE,
             env={**os.environ, "PYTHONHASHSEED": "0"},
@@ -99,10 +100,10 @@ def count(nodes: int, seed: int, passes: int, core_build: str) -> int:
     return collected(done.stderr)
 
 
-def one_pass(nodes: int, seed: int, core_build: str) -> int:
+def one_pass(nodes: int, seed: int, core_build: str, caches: bool = False) -> int:
     """Instructions of one warm pass: two processes' counts, one pass apart."""
     with ThreadPoolExecutor(2) as pool:
-        once, twice = pool.map(lambda n: count(nodes, seed, n, core_build), (1, 2))
+        once, twice = pool.map(lambda n: count(nodes, seed, n, core_build, caches), (1, 2))
     return twice - once
 
 
@@ -110,6 +111,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", default="1000,4000", help="node counts, comma-separated")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--caches", action="store_true", help="every node reports a model cache (fleetgen)"
+    )
     args = ap.parse_args(argv)
     if shutil.which("valgrind") is None:
         print("valgrind is not installed (Debian: apt-get install valgrind)", file=sys.stderr)
@@ -119,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [int(s) for s in args.sizes.split(",")]
     rows: list[dict[str, Any]] = []
     for n in sizes:
-        instructions = one_pass(n, args.seed, scheduler.CORE_BUILD)
+        instructions = one_pass(n, args.seed, scheduler.CORE_BUILD, args.caches)
         rows.append({"nodes": n, "instructions": instructions, "per_node": round(instructions / n)})
     out = {
         "bench": "pass_instructions",
@@ -128,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         "interpreter": describe_interpreter(),
         "core_build": f"{scheduler.CORE_BUILD} ({scheduler.CORE_BUILD_WHY})",
         "seed": args.seed,
+        "caches": args.caches,
         "sizes": rows,
         "slope_vs_cluster_size": log_slope(
             [float(r["nodes"]) for r in rows], [float(r["instructions"]) for r in rows]

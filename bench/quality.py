@@ -29,6 +29,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a file: make `bench` and `scheduler` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from scheduler.core.fleet import CachedSnapshot, NodeCache
 from scheduler.core.models import (
     GPU,
     Demand,
@@ -37,6 +38,7 @@ from scheduler.core.models import (
     Plan,
     Profile,
     Scaling,
+    Serve,
     Snapshot,
     StartAction,
 )
@@ -95,7 +97,9 @@ def random_instance(rng: random.Random) -> Instance:
     return Instance(nodes, tuple(models))
 
 
-def to_snapshot(inst: Instance) -> Snapshot:
+def to_snapshot(inst: Instance, cached: dict[str, list[str]] | None = None) -> Snapshot:
+    """The instance as a snapshot; with `cached` (node -> models), each model serves org/NAME
+    and each node's model cache holds the weights of the models listed for it."""
     nodes = []
     for n in inst.nodes:
         ids = [f"GPU-{n.id}-{g}" for g in range(n.gpus)]
@@ -108,12 +112,22 @@ def to_snapshot(inst: Instance) -> Snapshot:
             )
             for gid in ids
         ]
-        nodes.append(Node(id=n.id, name=n.id, cpu_cores=1024, memory_gb=8192, gpus=gpus))
+        cache = None
+        if cached is not None:
+            held = [
+                CachedSnapshot(source=f"org/{m}", commit=f"{i + 1:040x}", revisions=["main"])
+                for i, m in enumerate(cached.get(n.id, []))
+            ]
+            cache = NodeCache(volume="llm-model-cache", snapshots=held)
+        nodes.append(
+            Node(id=n.id, name=n.id, cpu_cores=1024, memory_gb=8192, gpus=gpus, cache=cache)
+        )
     models = [
         Model(
             name=m.name,
             owner="org/team",
             class_="standard",
+            serve=None if cached is None else Serve(source=f"org/{m.name}"),
             scaling=Scaling(min=m.count, max=m.count),
             profiles=[
                 Profile(
@@ -130,6 +144,11 @@ def to_snapshot(inst: Instance) -> Snapshot:
     return Snapshot(now=NOW, nodes=nodes, models=models, demand=demand)
 
 
+def random_caches(inst: Instance, seed: int, index: int) -> dict[str, list[str]]:
+    rng = random.Random(f"quality-caches-{seed}-{index}")
+    return {n.id: [m.name for m in inst.models if rng.random() < 0.5] for n in inst.nodes}
+
+
 # ---------------------------------------------------------------- the three placers
 
 
@@ -138,11 +157,15 @@ ApplyPlan = Callable[[Snapshot, Plan], Snapshot]
 
 
 def ours(
-    inst: Instance, decide: Decide, apply_plan: ApplyPlan, max_passes: int = 20
+    inst: Instance,
+    decide: Decide,
+    apply_plan: ApplyPlan,
+    max_passes: int = 20,
+    cached: dict[str, list[str]] | None = None,
 ) -> dict[str, Any]:
     """Placed GPU demand of decide() from the empty cluster, with a validity check of every
     start (each GPU used once, on a node of the right type, shards on distinct nodes)."""
-    snapshot = to_snapshot(inst)
+    snapshot = to_snapshot(inst, cached)
     by_name = {m.name: m for m in inst.models}
     node_type = {n.id: n.gpu_model for n in inst.nodes}
     used: set[str] = set()
@@ -272,6 +295,8 @@ class _Tally:
     """What the instances add up to."""
 
     ours_r: list[float] = field(default_factory=list)
+    warm_r: list[float] = field(default_factory=list)  # with model caches on the nodes
+    warm_placed: int = 0
     ff_r: list[float] = field(default_factory=list)
     totals: dict[str, int] = field(
         default_factory=lambda: {"ours": 0, "first_fit": 0, "optimum": 0}
@@ -320,6 +345,9 @@ def run(
         tally.t_ours += t1 - t0
         tally.t_opt += t2 - t1
         tally.add(index, mine, best, proven, first_fit(inst))
+        warm = ours(inst, decide, apply_plan, cached=random_caches(inst, seed, index))
+        tally.warm_placed += warm["placed"]
+        tally.warm_r.append(min(1.0, _ratio(warm["placed"], best)))
     tally.worst.sort(key=lambda w: w["ours"] / max(w["optimum"], 1))
     totals = tally.totals
     share = totals["ours"] / totals["optimum"] if totals["optimum"] else 1.0
@@ -333,6 +361,12 @@ def run(
         "first_fit_vs_optimum": _summary(tally.ff_r),
         "placed_gpu_demand_total": totals,
         "ours_share_of_optimum_total": round(share, 5),
+        "with_caches": {
+            "ours_vs_optimum": _summary(tally.warm_r),
+            "ours_share_of_optimum_total": round(
+                tally.warm_placed / totals["optimum"] if totals["optimum"] else 1.0, 5
+            ),
+        },
         "invalid_plans": len(tally.invalid),
         "invalid_examples": tally.invalid[:5],
         "ours_above_optimum": tally.above_optimum,
