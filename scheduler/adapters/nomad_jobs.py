@@ -84,8 +84,8 @@ def spec_digest(model: Model, profile: Profile) -> str:
     options, ...), the profile itself and the load grace. A change to any of them is a new
     digest, so the replica is rolled; the order of keys does not matter."""
     what = {
-        # weights_gb sizes the weights for estimates; it changes nothing a replica runs.
-        "serve": model.serve.model_dump(mode="json", exclude={"weights_gb"})
+        # weights_gb and prefetch change nothing a replica runs.
+        "serve": model.serve.model_dump(mode="json", exclude={"weights_gb", "prefetch"})
         if model.serve is not None
         else None,
         "profile": profile.model_dump(mode="json"),

@@ -10,6 +10,7 @@ from scheduler.core.mig_advice import mig_advice
 from scheduler.core.models import Model, ModelStatus, Plan, Snapshot
 from scheduler.core.pass_state import PassState, PendingWhy
 from scheduler.core.plugins import Plugins
+from scheduler.core.prefetch import prefetch
 from scheduler.core.retirement import replace_stale, retire, retire_deleted, scale_down
 from scheduler.core.sharing import take_turns
 
@@ -28,7 +29,11 @@ def decide(snapshot: Snapshot, plugins: Plugins | None = None) -> Plan:
     statuses = model_statuses(st, counted, deleted)
     consolidate(st)  # 6. better placements on the free room every model left (lifecycle.py)
     defragment(st, waiting)  # 7. free a node whole for a waiting model (defragment.py)
-    return plan_of(st, statuses)
+    plan = plan_of(st, statuses)
+    prefetches, prefetching = prefetch(st)  # 8. weights ahead of demand (prefetch.py)
+    if prefetches or prefetching:
+        plan = plan.model_copy(update={"prefetches": prefetches, "prefetch": prefetching})
+    return plan
 
 
 def short_models(st: PassState) -> list[Model]:

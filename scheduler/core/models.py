@@ -46,6 +46,7 @@ from scheduler.core.plan_records import (
     StopAction,
     StoppedReplica,
 )
+from scheduler.core.prefetch_records import Prefetch, PrefetchAction, PrefetchStatus
 from scheduler.core.serve_spec import Serve
 
 # Re-exported: the contract's names are imported from here.
@@ -116,6 +117,8 @@ class Settings(Strict):
     # from local disk (16 Gbit/s, 2 GB/s); a warm one only loads them.
     download_gbps: Annotated[float, Field(strict=True, gt=0, le=10_000, allow_inf_nan=False)] = 10.0
     load_gbps: Annotated[float, Field(strict=True, gt=0, le=10_000, allow_inf_nan=False)] = 16.0
+    # Prefetch jobs (a model's serve.prefetch) running in the fleet at once, at most.
+    prefetch_max: Annotated[int, Field(strict=True, ge=0, le=64)] = 2
 
 
 # ---------------------------------------------------------------- catalog
@@ -200,8 +203,9 @@ class Model(Record):
     class_: ClassName = Field("standard", alias="class")
     scaling: Scaling = Field(default_factory=Scaling)
     profiles: Annotated[list[Profile], Field(min_length=1)]
-    # What a replica serves and how (runtime, image, typed options). The decision core never
-    # reads it; the catalog requires it (scheduler/serving/catalog_model.py).
+    # What a replica serves and how (runtime, image, typed options). The decision core
+    # reads only its source, revision, weights_gb and prefetch; the catalog requires it
+    # (scheduler/serving/catalog_model.py).
     serve: Serve | None = None
     # How long a replica may take from registration to passing its readiness check (weights
     # download, load, compile). Sizes the job's health-check grace and the starting time-out.
@@ -346,6 +350,8 @@ class Snapshot(Lenient):
     # settings.retire_grace_s has passed; a replica of a model neither here nor in `models`
     # is left alone (unknown is never a reason to stop).
     retired: dict[str, Timestamp] = Field(default_factory=dict)
+    # The prefetch jobs (rules PF1-PF3): running, complete or failed, not stopped.
+    prefetches: list[Prefetch] = Field(default_factory=list)
 
 
 # ---------------------------------------------------------------- plan
@@ -361,6 +367,9 @@ class Plan(Strict):
     stalled: dict[str, str] = Field(default_factory=dict)
     # Moves under way (Snapshot.moves): replica -> its replacement.
     moves: dict[str, str] = Field(default_factory=dict)
+    # Prefetch jobs to start and stop, and where each prefetching model's weights are.
+    prefetches: list[PrefetchAction] = Field(default_factory=list)
+    prefetch: dict[str, PrefetchStatus] = Field(default_factory=dict)
 
 
 def to_json(model: BaseModel) -> str:

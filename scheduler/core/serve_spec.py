@@ -81,6 +81,9 @@ class Serve(_Strict):
     weights_gb: (
         Annotated[float, Field(gt=0, le=100_000, allow_inf_nan=False, strict=True)] | None
     ) = None
+    # Keep the weights on this many nodes where a replica may land, ahead of demand (prefetch
+    # jobs, rules PF1-PF3). Not part of what a replica runs either.
+    prefetch: Annotated[int, Field(ge=0, le=64, strict=True)] | None = None
 
     @field_validator("source")
     @classmethod

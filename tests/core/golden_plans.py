@@ -51,11 +51,23 @@ SCENARIOS = 1000
 BENCH = ((60, 0), (200, 1), (1000, 0))  # (nodes, seed) of fleetgen.steady_snapshot
 WHOLE = 4  # scenarios kept whole, besides the hashes
 # Fields plans gained after the reference was recorded: left out of the comparison.
-ADDED: frozenset[str] = frozenset({"code", "pending_code", "timed_out", "unresolvable"})
+ADDED: frozenset[str] = frozenset(
+    {"code", "pending_code", "timed_out", "unresolvable", "prefetches", "prefetch"}
+)
 # Snapshot fields added since: a node's host volumes and model cache (empty in fleetgen's), a
-# model's gateway bounds (None; the decision never reads them), the settings' weight rates.
+# model's gateway bounds (None; the decision never reads them), the settings' weight rates,
+# the prefetch jobs and their limit (none run in the recorded runs).
 SNAPSHOT_ADDED: frozenset[str] = frozenset(
-    {"host_volumes", "cache", "activation_timeout_s", "max_queued", "download_gbps", "load_gbps"}
+    {
+        "host_volumes",
+        "cache",
+        "activation_timeout_s",
+        "max_queued",
+        "download_gbps",
+        "load_gbps",
+        "prefetches",
+        "prefetch_max",
+    }
 )
 
 

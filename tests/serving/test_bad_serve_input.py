@@ -62,6 +62,13 @@ BAD: dict[str, tuple[dict[str, Any], str, str]] = {
         "use serve:",
     ),
     "no-serve": ({"serve": None}, "serve", "Field required"),
+    "negative-prefetch": (
+        {"serve": {**GOOD_SERVE, "prefetch": -1}},
+        "serve.prefetch",
+        "greater than or equal to 0",
+    ),
+    "huge-prefetch": ({"serve": {**GOOD_SERVE, "prefetch": 1000}}, "serve.prefetch", "less than"),
+    "text-prefetch": ({"serve": {**GOOD_SERVE, "prefetch": "2"}}, "serve.prefetch", "integer"),
 }
 
 
