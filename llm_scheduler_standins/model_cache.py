@@ -37,13 +37,16 @@ class WeightsTiming:
 
 
 def model_source(job: dict[str, Any], group_name: str) -> str:
-    """The repository a replica serves: vLLM's first argument, SGLang's `--model-path`, else
-    the job's model name (the scheduler's jobs always carry one or the other)."""
+    """The repository a replica serves or a download fetches: vLLM's first argument, SGLang's
+    `--model-path`, `hf download`'s repository, else the job's model name (the scheduler's
+    jobs always carry one or the other)."""
     group: dict[str, Any] = next(
         (g for g in job.get("TaskGroups") or [] if g.get("Name") == group_name), {}
     )
     for task in group.get("Tasks") or []:
         args = [str(a) for a in ((task.get("Config") or {}).get("args") or [])]
+        if args[:1] == ["download"] and len(args) > 1:
+            return args[1]
         for flag in ("--model-path", "--model"):
             if flag in args[:-1]:
                 return args[args.index(flag) + 1]
@@ -94,6 +97,30 @@ class StandinCaches:
                     update={"weights": [*cache.weights, new], "free_bytes": cache.free_bytes - size}
                 )
             return self.timing.ready_after_s(size, cached=False)
+
+    def download_s(self, node_id: str, source: str) -> float:
+        """Seconds a download job of `source` runs on the node (a prefetch)."""
+        with self._lock:
+            return self._size_of(source) / GB / self.timing.download_gbps
+
+    def fetched(self, node_id: str, source: str) -> bool:
+        """A download of `source` on the node finished: the node's cache holds it from now on.
+        False (the download failed) when the node has no cache or no room for it."""
+        with self._lock:
+            cache = self._caches.get(node_id)
+            size = self._size_of(source)
+            if cache is None:
+                return False
+            if any(w.source == source for w in cache.weights):
+                return True
+            if cache.free_bytes < size:
+                return False  # "No space left on device"
+            commit = hashlib.sha1(source.encode()).hexdigest()
+            new = CachedWeights(source=source, commit=commit, bytes=size, last_used=time.time())
+            self._caches[node_id] = cache.model_copy(
+                update={"weights": [*cache.weights, new], "free_bytes": cache.free_bytes - size}
+            )
+            return True
 
 
 def repo_folder(hub: Path, source: str) -> Path:

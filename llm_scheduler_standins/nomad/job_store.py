@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from llm_scheduler_standins.nomad import deployments, gc, views
+from llm_scheduler_standins.nomad import batch, deployments, gc, views
 from llm_scheduler_standins.nomad.alloc_status import is_terminal
 from llm_scheduler_standins.nomad.effects import Effects
 from llm_scheduler_standins.nomad.job_validation import validate
@@ -282,7 +282,9 @@ def live_allocs(cluster: Cluster) -> list[dict[str, Any]]:
 def refresh_status(cluster: Cluster, job: dict[str, Any]) -> None:
     allocs = cluster._job_allocs(job)
     live = [a for a in allocs if not is_terminal(a)]
-    if job["Stop"] and not live:
+    evals = cluster._evals_of.get((job["Namespace"], job["ID"]), [])
+    blocked = any(e["Status"] == "blocked" for e in evals)
+    if (job["Stop"] or batch.dead(job, allocs, blocked)) and not live:
         status = "dead"
     elif any(a["ClientStatus"] == "running" for a in live):
         status = "running"

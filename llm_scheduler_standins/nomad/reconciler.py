@@ -11,7 +11,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from llm_scheduler_standins.fleet_model import parse_ports
-from llm_scheduler_standins.nomad import deployments
+from llm_scheduler_standins.nomad import batch, deployments
 from llm_scheduler_standins.nomad import views as json_views
 from llm_scheduler_standins.nomad.alloc_status import ALLOC_NOT_NEEDED, is_terminal
 from llm_scheduler_standins.nomad.allocs import build_alloc, service_instances
@@ -155,6 +155,15 @@ def reconcile(
             cluster._stop_alloc(extra, ALLOC_NOT_NEEDED, effects)
         used_names = {a["Name"] for a in live[: group["Count"]]}
         missing = [i for i in range(group["Count"]) if f"{job['ID']}.{name}[{i}]" not in used_names]
+        if batch.is_batch(job):
+            ended = [
+                a
+                for a in cluster._job_allocs(job)
+                if is_terminal(a) and a["TaskGroup"] == name and a["JobVersion"] == job["Version"]
+            ]
+            missing = [
+                i for i in missing if not batch.keeps_slot(group, ended, f"{job['ID']}.{name}[{i}]")
+            ]
         for position, slot in enumerate(missing):
             result = place(
                 node_views, job, group, cluster._rng, short_devices=cluster.short_devices
@@ -273,6 +282,8 @@ def start_alloc(cluster: Cluster, alloc_id: str) -> None:
             scale = cluster.health_time_scale
             cluster._health_deadline[alloc_id] = time.monotonic() + deadline * scale
             effects.timers.append((f"health:{alloc_id}", min_healthy * scale, cluster._health_tick))
+        if batch.is_batch(alloc):
+            batch.run_task(cluster, alloc, effects)
         effects.register = service_instances(
             alloc, cluster._nodes[alloc["NodeID"]], cluster.initial_check
         )

@@ -16,6 +16,7 @@ from llm_scheduler_standins.fleet_model import Node
 from llm_scheduler_standins.model_cache import StandinCaches, model_source
 from llm_scheduler_standins.nomad import (
     alloc_store,
+    batch,
     drain,
     gc,
     job_store,
@@ -121,8 +122,8 @@ class Cluster:
 
     def _start_delay_s(self, alloc_id: str) -> float:
         alloc = self._allocs.get(alloc_id)
-        if self.caches is None or alloc is None:
-            return self.load_delay_s
+        if self.caches is None or alloc is None or batch.is_batch(alloc):
+            return self.load_delay_s  # a batch task downloads once running (batch.py)
         source = model_source(alloc["Job"], alloc["TaskGroup"])
         return self.load_delay_s + self.caches.start(alloc["NodeID"], source)
 
@@ -317,6 +318,7 @@ class Cluster:
     _stop_alloc = alloc_store.stop_alloc
     _finish_stopped = alloc_store.finish_stopped
     _finish = alloc_store.finish
+    _task_exited = batch.task_exited
     stop_allocation = alloc_store.stop_allocation
     fail_allocation = alloc_store.fail_allocation
     set_service_check = alloc_store.set_service_check

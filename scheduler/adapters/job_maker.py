@@ -20,6 +20,8 @@ from scheduler.adapters.entry_points import load_group
 from scheduler.adapters.model_cache_mount import DEFAULT_VOLUME
 from scheduler.adapters.nomad_api import NomadAPI, NomadError
 from scheduler.adapters.nomad_jobs import build_job, template_variables
+from scheduler.adapters.prefetch_jobs import TEMPLATE as PREFETCH_TEMPLATE
+from scheduler.adapters.prefetch_jobs import build_prefetch_job
 from scheduler.core.models import Model, Node, StartAction
 from scheduler.serving.argv import RenderError
 
@@ -74,15 +76,24 @@ class JobMaker:
         except RenderError as exc:
             raise ModelUnservable(str(exc)) from exc
 
-    def template(self, model: Model) -> dict[str, Any]:
-        """The parsed template for the model's runtime and image; ModelUnservable when there
-        is none, it does not parse, or the model says nothing about what to serve."""
+    def make_prefetch(self, model: Model, node: Node, created_at: datetime) -> dict[str, Any]:
+        """The prefetch job of `model` on `node` (prefetch_jobs.py): the prefetch template,
+        parsed with the model's image. ModelUnservable and JobShapeError as for `make`."""
+        template = self.template(model, PREFETCH_TEMPLATE)
+        return build_prefetch_job(
+            template, model, node, created_at, self.namespace, self.model_cache_volume
+        )
+
+    def template(self, model: Model, name: str | None = None) -> dict[str, Any]:
+        """The parsed template `name` (default: the model's runtime's) with the model's image;
+        ModelUnservable when there is none, it does not parse, or the model says nothing
+        about what to serve."""
         if model.serve is None:
             raise ModelUnservable("serve: missing; the model says nothing about what to serve")
         runtime = model.serve.runtime
         image = model.serve.image or self.images.get(runtime, "")
         try:
-            origin, text = template_text(runtime, self.jobspec_dir)
+            origin, text = template_text(name or runtime, self.jobspec_dir)
         except TemplateError as exc:
             raise ModelUnservable(str(exc)) from exc
         variables = template_variables(model, image)

@@ -30,7 +30,9 @@ from scheduler.adapters.nomad_nodes import (
     node_from_nomad,
     shares_per_core,
 )
+from scheduler.adapters.prefetch_jobs import is_prefetch, prefetch_of
 from scheduler.core.models import Node, Shard
+from scheduler.core.prefetch_records import Prefetch
 
 
 class NomadReader:
@@ -43,6 +45,7 @@ class NomadReader:
         self.node_cache: dict[str, tuple[int, Node, float]] = {}  # id -> (index, node, MHz)
         self.refusals = RefusalMemory()
         self.job_cache: dict[str, tuple[int, OwnedJob | None]] = {}  # id -> (JobModifyIndex, job)
+        self.prefetch_jobs: dict[str, dict[str, Any]] = {}  # id -> a prefetch job's ID and Meta
         # Registered by the actuator: id -> (JobModifyIndex, job, when).
         self._learned: dict[str, tuple[int, OwnedJob, float]] = {}
         self._learned_lock = threading.Lock()
@@ -128,6 +131,8 @@ class NomadReader:
         for jid, mod in stale.items():
             body = bodies[jid]
             self.job_cache[jid] = (mod, owned_job(body) if body else None)
+            if body and is_prefetch(body):
+                self.prefetch_jobs[jid] = {"ID": jid, "Meta": body.get("Meta")}
         for jid in self.listed:
             owned = self.job_cache[jid][1]
             if owned is not None:
@@ -136,6 +141,7 @@ class NomadReader:
                 out.append(owned if owned.stopped == stopped else replace(owned, stopped=stopped))
         for gone in self.job_cache.keys() - set(self.listed):
             del self.job_cache[gone]  # a purged job: forget it
+            self.prefetch_jobs.pop(gone, None)
         self._queued = {j: q for j, q in self._queued.items() if j in self.job_cache}
         # A registered job this listing does not show yet waits for the next one (a while).
         listed, too_old = set(self.listed), time.monotonic() - 300
@@ -143,6 +149,22 @@ class NomadReader:
             for jid in [j for j, v in self._learned.items() if j in listed or v[2] < too_old]:
                 del self._learned[jid]
         return out
+
+    def prefetches(
+        self, listing: Listing, allocs: dict[str, list[dict[str, Any]]]
+    ) -> list[Prefetch]:
+        """The prefetch jobs of the last job listing, with the state of their allocations
+        (`allocs`: by job id, as `allocations` gives them when asked for these ids too)."""
+        stubs = {str(s["ID"]): s for s in listing.body or []}
+        found = []
+        for jid, known in sorted(self.prefetch_jobs.items()):
+            stub = stubs.get(jid)
+            if stub is not None:
+                job = {**known, "Stop": stub.get("Stop"), "Status": stub.get("Status")}
+                prefetch = prefetch_of(job, allocs.get(jid, []))
+                if prefetch is not None:
+                    found.append(prefetch)
+        return found
 
     def allocations(
         self, ours: set[str], listing: Listing

@@ -249,7 +249,9 @@ class SnapshotBuilder:
             jobs_listing = self.reader.listing(JOBS, asked_after)
             jobs = self.reader.jobs(jobs_listing)
             allocs_read = allocs_listing.result()
-            allocs, usage = self.reader.allocations({j.job_id for j in jobs}, allocs_read)
+            # Prefetch jobs are the core's to count (rules PF1-PF3): not others' usage.
+            ours = {j.job_id for j in jobs} | set(self.reader.prefetch_jobs)
+            allocs, usage = self.reader.allocations(ours, allocs_read)
             nodes_read = nodes_listing.result()
             kv_index, entries = listing.result()
         return _Reads(jobs_listing, allocs_read, nodes_read, jobs, allocs, usage, kv_index, entries)
@@ -318,6 +320,7 @@ class SnapshotBuilder:
             load=_only(load, names),
             recent_desired=_only(self.memory.marks, names),
             retired=kv.retired,
+            prefetches=self.reader.prefetches(reads.jobs_listing, allocs),
         )
         return ClusterView(
             snapshot=snapshot,

@@ -2,9 +2,10 @@
 
 {desired, live, pending, pending_code, rollout, why,
 replicas: [{id, state, nodes, node_names, devices}], last_error,
-timed_out: [{replica, code, reason}], updated_at}, and while the model is pending `tried`: what
-each profile ran into (per filter, on how many nodes), which `llm-scheduler why` shows without
-deciding again.
+timed_out: [{replica, code, reason}], updated_at}, for a prefetching model `prefetch`
+({wanted, cached, running, failed, short, short_code, last_error}), and while the model is
+pending `tried`: what each profile ran into (per filter, on how many nodes), which
+`llm-scheduler why` shows without deciding again.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from scheduler.adapters.consul_kv import (
 from scheduler.adapters.json_bounds import bounded_loads
 from scheduler.adapters.kv_layout import KVLayout
 from scheduler.core.models import ModelStatus, Replica
+from scheduler.core.prefetch_records import PrefetchStatus
 
 
 def status_record(
@@ -63,6 +65,18 @@ def status_record(
             else {}
         ),
     }
+
+
+def prefetch_record(
+    status: PrefetchStatus, last_error: str | None, node_names: Mapping[str, str]
+) -> dict[str, Any]:
+    """A prefetching model's `prefetch` (rules PF1-PF3): where its weights are kept, where a
+    download runs or failed (node names), why fewer than wanted, and its last failed call."""
+    record = status.model_dump(mode="json")
+    for key in ("cached", "running", "failed"):
+        record[key] = [node_names.get(n, n) for n in record[key]]
+    record["last_error"] = last_error
+    return record
 
 
 class StatusWriter:

@@ -222,6 +222,14 @@ class MetricsObserver:
             buckets=READY_BUCKETS,
             registry=r,
         )
+        self.prefetches = Gauge(
+            "llm_scheduler_prefetch_nodes",
+            "Nodes per prefetching model (serve.prefetch) whose model cache holds its weights "
+            "(cached), where a prefetch job downloads them (running) or failed (failed).",
+            ["model", "state"],
+            registry=r,
+        )
+        self._prefetch_known: set[tuple[str, str]] = set()
 
     def pass_finished(
         self, snapshot: Snapshot, plan: Plan, duration_s: float, input_errors: list[str]
@@ -261,6 +269,7 @@ class MetricsObserver:
             for name, status in plan.models.items():
                 self.desired.labels(name).set(status.desired)
             self._export_signals(snapshot, plan)
+            self._export_prefetch(plan)
             use = usage(snapshot)
             self.gpus.labels("allocated").set(use.gpus_allocated)
             self.gpus.labels("free").set(use.gpus_total - use.gpus_allocated)
@@ -300,6 +309,17 @@ class MetricsObserver:
         self._signals_known = set(values)
         for (field, name), value in values.items():
             self._signal_gauge(field).labels(name).set(value)
+
+    def _export_prefetch(self, plan: Plan) -> None:
+        values: dict[tuple[str, str], int] = {}
+        for name, status in plan.prefetch.items():
+            for state in ("cached", "running", "failed"):
+                values[(name, state)] = len(getattr(status, state))
+        for gone in self._prefetch_known - values.keys():
+            self.prefetches.remove(*gone)
+        self._prefetch_known = set(values)
+        for (name, state), n in values.items():
+            self.prefetches.labels(name, state).set(n)
 
     def _signal_gauge(self, field: str) -> Gauge:
         return self.recommended if field == "recommended" else self.signals[field]

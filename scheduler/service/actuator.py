@@ -30,6 +30,7 @@ from scheduler.adapters.nomad_api import NomadAPI, NomadError
 from scheduler.adapters.nomad_jobs import JobShapeError, job_id, owned_job
 from scheduler.core.models import Model, Snapshot, StartAction, StopAction
 from scheduler.service.in_flight import Pending, Written, overlaid
+from scheduler.service.prefetcher import Prefetcher
 from scheduler.service.unservable import Unservable
 from scheduler.service.work import Facts, Work
 
@@ -65,6 +66,7 @@ class Actuator:
             jobspec_dir=jobspec_dir,
             model_cache_volume=model_cache_volume,
         )
+        self.prefetcher = Prefetcher(nomad, self.jobs)  # the plan's prefetch jobs
         self.clock = clock
         self.unservable = Unservable()
         self.preempted: dict[str, str] = {}  # replica -> the model it was stopped for
@@ -98,14 +100,14 @@ class Actuator:
                 if shown or p.done_at < read_started:
                     del self._pending[rid]  # the read saw its effect
             pending = {rid: p.action for rid, p in self._pending.items()}
-        return overlaid(snapshot, pending)
+        return self.prefetcher.overlay(overlaid(snapshot, pending), read_started)
 
     def quiet_mark(self) -> int | None:
         """How many work items have finished, or None while any is queued, running, or done
         but not yet seen by a read (the overlay would change): equal marks of two moments
         mean the actuator did nothing in between (a pass may be carried over, carry.py)."""
         with self._lock:
-            if self._pending or self._futures or self._purging:
+            if self._pending or self._futures or self._purging or self.prefetcher.busy():
                 return None
             return self._finished
 
@@ -172,6 +174,7 @@ class Actuator:
         with self._lock:
             self.preempted = {k: v for k, v in self.preempted.items() if k in live_replicas}
             self.errors = {k: v for k, v in self.errors.items() if k in models}
+        self.prefetcher.forget(models)
 
     def remember_preempted(self, marks: dict[str, str]) -> None:
         """Merge the preempted-for marks read back from KV (a restart's memory)."""
@@ -199,6 +202,10 @@ class Actuator:
                 start = partial(self._start, facts, action, hook)
                 first = stopping.get(action.model)
                 self._submit(action.replica, partial(_after, first, start) if first else start)
+        self.prefetcher.act(
+            work.prefetches, facts.models, facts.nodes, facts.now,
+            lambda call: self._submit(None, partial(_none, call)),
+        )  # fmt: skip
         for jid in work.purge:
             with self._lock:
                 if jid in self._purging:
@@ -350,6 +357,11 @@ def now_utc() -> datetime:
     from datetime import UTC
 
     return datetime.now(UTC)
+
+
+def _none(call: Callable[[], None]) -> Written:
+    call()
+    return None
 
 
 def _after(first: list[Future[None]], work: Callable[[], Written]) -> Written:

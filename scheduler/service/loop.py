@@ -257,7 +257,9 @@ class Service:
                 span.set_attribute("reread", True)
                 reread = True
                 first = work_of(view, independent_starts(view, plan))
-                self.actuator.act(replace(first, failed={}, purge=[]), self._action_done)
+                self.actuator.act(
+                    replace(first, failed={}, purge=[], prefetches=[]), self._action_done
+                )
                 decided = self._decide(time.monotonic(), span)
                 if decided is None:
                     return None
@@ -379,6 +381,7 @@ class Service:
             names,
             preempted=self.actuator.preempted,
             action_errors=self.actuator.errors,
+            prefetch_errors=self.actuator.prefetcher.errors,
         )
 
     def snapshot_json(self) -> str:

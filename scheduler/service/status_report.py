@@ -16,7 +16,7 @@ from scheduler.adapters.catalog import GENERAL
 from scheduler.adapters.kv_layout import KVLayout
 from scheduler.adapters.pass_memory import Gone
 from scheduler.adapters.snapshot_builder import ClusterView
-from scheduler.adapters.status_writer import StatusWriter, status_record
+from scheduler.adapters.status_writer import StatusWriter, prefetch_record, status_record
 from scheduler.core.models import Plan, Replica, rfc3339
 
 log = structlog.get_logger("llm-scheduler.service")
@@ -71,6 +71,7 @@ def write_status(
     names: set[str],
     preempted: dict[str, str],
     action_errors: dict[str, str],
+    prefetch_errors: dict[str, str] | None = None,
 ) -> None:
     """The state the next pass reads goes first: whoever sees a status of this pass (a stopped
     roll-out, a move) finds the state that goes with it."""
@@ -87,6 +88,10 @@ def write_status(
         record = status_record(
             plan.models.get(name), by_model.get(name, []), last_error, given.node_names
         )
+        prefetching = plan.prefetch.get(name)
+        if prefetching is not None:
+            error = (prefetch_errors or {}).get(name)
+            record["prefetch"] = prefetch_record(prefetching, error, given.node_names)
         records.append((layout.status_key(name), record))
     status.write_many(records, stamp)
     general = given.errors.get(GENERAL, []) + given.warnings

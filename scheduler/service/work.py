@@ -9,7 +9,7 @@ status.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import structlog
@@ -17,6 +17,7 @@ import structlog
 from scheduler.adapters.nomad_jobs import OwnedJob
 from scheduler.adapters.snapshot_builder import ClusterView
 from scheduler.core.models import Model, Node, Plan, StartAction, StopAction
+from scheduler.core.prefetch_records import PrefetchAction
 
 log = structlog.get_logger("llm-scheduler.act")
 
@@ -40,6 +41,7 @@ class Work:
     failed: dict[str, str]  # replica Nomad failed -> why: stopped, and said in its status
     purge: list[str]  # stopped job ids with no allocation left
     facts: Facts
+    prefetches: list[PrefetchAction] = field(default_factory=list)  # rules PF1-PF3
 
 
 def work_of(view: ClusterView, plan: Plan) -> Work:
@@ -75,7 +77,9 @@ def work_of(view: ClusterView, plan: Plan) -> Work:
                 )
                 continue
         actions.append(action)
-    any_start = any(isinstance(a, StartAction) for a in actions)
+    any_start = any(isinstance(a, StartAction) for a in actions) or any(
+        a.op == "start" for a in plan.prefetches
+    )
     facts = Facts(
         models={m.name: m for m in snapshot.models},
         jobs=view.jobs,
@@ -84,4 +88,4 @@ def work_of(view: ClusterView, plan: Plan) -> Work:
         nodes={n.id: n for n in snapshot.nodes} if any_start else {},
         now=snapshot.now,
     )
-    return Work(actions, failed, list(view.purgeable), facts)
+    return Work(actions, failed, list(view.purgeable), facts, list(plan.prefetches))
