@@ -32,6 +32,7 @@ from scheduler.adapters.nomad_listings import ALLOCATIONS, JOBS, NODES, Listing,
 from scheduler.adapters.nomad_nodes import Usage
 from scheduler.adapters.nomad_reads import NomadReader
 from scheduler.adapters.pass_memory import Gone, PassMemory, parse_lifecycle, parse_state
+from scheduler.adapters.ready_state import time_to_ready_problems
 from scheduler.adapters.snapshot_merge import (
     merge_catalog,
     refused_rollouts,
@@ -218,6 +219,7 @@ class SnapshotBuilder:
         )  # fmt: skip
         state_problems: list[str] = []
         holds, preempted, saved = parse_state(entries, self.layout.holds, state_problems)
+        state_problems += time_to_ready_problems(entries, self.layout.time_to_ready)
         for line in state_problems:
             cat.error(GENERAL, line)
         has_state = any(e.get("Key") == self.layout.holds for e in entries)

@@ -9,15 +9,28 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from scheduler.adapters.catalog import printable
+from scheduler.adapters.ready_state import (
+    MAX_SECONDS,
+    WARMTHS,
+    Observed,
+    Warmth,
+    parse_observed,
+)
 from scheduler.core.fleet import NodeCache, Replica
 from scheduler.core.models import Settings, Snapshot, StartAction
 from scheduler.core.warmth import SERVER_OVERHEAD_S
 
-Warmth = Literal["warm", "cold"]
-WARMTHS: tuple[Warmth, Warmth] = ("warm", "cold")
+__all__ = [
+    "MAX_SECONDS",
+    "SERVER_OVERHEAD_S",
+    "WARMTHS",
+    "Observed",
+    "ReadyEstimates",
+    "ReadyTracker",
+    "Warmth",
+]
 
 # A recent start weighs this much against the mean of the earlier ones: a node's disk or
 # network that changed shows within a few starts, one slow start does not swing it all.
@@ -25,16 +38,6 @@ WEIGHT_OF_NEWEST = 0.3
 # The settings' defaults (download_gbps, load_gbps).
 DEFAULT_DOWNLOAD_GBPS = Settings().download_gbps
 DEFAULT_LOAD_GBPS = Settings().load_gbps
-# A stored mean beyond a day is not a start time (a bad value, or a clock that jumped).
-MAX_SECONDS = 86400.0
-
-
-@dataclass(frozen=True)
-class Observed:
-    """The weighted mean of the observed start-to-ready times and how many there were."""
-
-    mean_s: float
-    count: int
 
 
 @dataclass
@@ -79,39 +82,7 @@ class ReadyEstimates:
     @classmethod
     def from_json(cls, data: Any, key: str, problems: list[str]) -> ReadyEstimates:
         """A bad part is left out with a line naming the key and field; the rest stands."""
-        estimates = cls()
-        models = data.get("models") if isinstance(data, dict) else None
-        if not isinstance(models, dict):
-            problems.append(f"{key}: models: Input should be a JSON object")
-            return estimates
-        for model, by_warmth in models.items():
-            for warmth in WARMTHS:
-                value = by_warmth.get(warmth) if isinstance(by_warmth, dict) else None
-                if value is None and isinstance(by_warmth, dict):
-                    continue
-                seen = _observed(value)
-                if seen is None:
-                    where = f"{key}: models.{printable(str(model))}.{warmth}"
-                    problems.append(f"{where}: {BAD_OBSERVED}; left out")
-                    continue
-                estimates.observed[(str(model), warmth)] = seen
-        return estimates
-
-
-BAD_OBSERVED = "should be {mean_s: seconds from 0 to 86400, count: an integer >= 1}"
-
-
-def _observed(value: Any) -> Observed | None:
-    if not isinstance(value, dict):
-        return None
-    mean, count = value.get("mean_s"), value.get("count")
-    if isinstance(mean, bool) or not isinstance(mean, int | float):
-        return None
-    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        return None
-    if not (math.isfinite(mean) and 0 <= mean <= MAX_SECONDS):
-        return None
-    return Observed(float(mean), count)
+        return cls(parse_observed(data, key, problems))
 
 
 def start_warmth(

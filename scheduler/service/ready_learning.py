@@ -14,7 +14,7 @@ from typing import Any
 import structlog
 
 from scheduler.adapters.consul_kv import ConsulError, kv_get
-from scheduler.adapters.json_bounds import bounded_loads
+from scheduler.adapters.ready_state import read_observed
 from scheduler.core.models import Plan, Snapshot, StartAction, StopAction, rfc3339
 from scheduler.core.warmth import weight_bytes
 from scheduler.ops.time_to_ready import WARMTHS, ReadyEstimates, ReadyTracker
@@ -72,21 +72,10 @@ class ReadyLearning:
             return False
         if entry is None or not entry.get("Value"):
             return True
-        problems: list[str] = []
-        try:
-            data = bounded_loads(entry["Value"], 1 << 20)
-        except ValueError as exc:
-            problems.append(f"{key}: {exc}")
-            data = None
-        loaded = ReadyEstimates.from_json(data, key, problems) if data is not None else None
-        for line in problems:
-            log.warning("bad_input", error=line)
-        if loaded is not None:
-            with self._lock:  # what this instance saw itself since is newer: it stands
-                self.tracker.estimates.observed = {
-                    **loaded.observed,
-                    **self.tracker.estimates.observed,
-                }
+        # A bad part is left out; the snapshot builder reports it (status _errors, metrics).
+        loaded = read_observed(entry["Value"], key, [])
+        with self._lock:  # what this instance saw itself since is newer: it stands
+            self.tracker.estimates.observed = {**loaded, **self.tracker.estimates.observed}
         return True
 
 
