@@ -13,7 +13,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from llm_scheduler_standins.faults import FaultMiddleware, Faults
-from llm_scheduler_standins.fleet_model import Node
+from llm_scheduler_standins.fleet_model import HostVolume, Node
 from llm_scheduler_standins.model_cache import StandinCaches, WeightsTiming
 from llm_scheduler_standins.nomad import agent_routes, alloc_routes, job_routes, node_routes
 from llm_scheduler_standins.nomad.acl import NomadACL
@@ -115,6 +115,9 @@ class NomadStandin:
 
     def set_gpu_health(self, node_id: str, device_id: str, healthy: bool) -> None:
         self.cluster.set_gpu_health(node_id, device_id, healthy)
+
+    def set_host_volumes(self, node_id: str, volumes: dict[str, HostVolume]) -> None:
+        self.cluster.set_host_volumes(node_id, volumes)
 
     def set_node_eligibility(self, node_id: str, eligible: bool) -> None:
         self.cluster.set_node_eligibility(node_id, eligible)

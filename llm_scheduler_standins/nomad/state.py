@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from llm_scheduler_standins.fleet_model import Node
+from llm_scheduler_standins.fleet_model import HostVolume, Node
 from llm_scheduler_standins.model_cache import StandinCaches, model_source
 from llm_scheduler_standins.nomad import (
     alloc_store,
@@ -232,6 +232,16 @@ class Cluster:
             self._node_event(record)
             effects = self._unblock() if healthy else Effects()
             self._apply(effects)
+
+    def set_host_volumes(self, node_id: str, volumes: dict[str, HostVolume]) -> None:
+        """The client restarted with other host volumes: the node advertises these; what runs
+        there keeps running (Nomad checks volumes only when it places)."""
+        with self._lock:
+            record = self._require_node(node_id)
+            record.node = record.node.model_copy(update={"host_volumes": volumes})
+            record.modify_index = self._bump("nodes")
+            self._node_event(record)
+            self._apply(self._unblock())
 
     def _node_event(self, record: NodeRecord) -> None:
         self.events.emit("Node", "NodeEvent", record.node.id, "", node_full(record), self._index)
