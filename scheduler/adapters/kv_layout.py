@@ -62,6 +62,11 @@ class KVLayout:
         return self.prefix + "state/time-to-ready"
 
     @property
+    def usage(self) -> str:
+        """Each owner's decayed usage (docs/decision-core.md, rule F4), handed from pass to pass."""
+        return self.prefix + "state/usage"
+
+    @property
     def status_errors(self) -> str:
         return self.status + "_errors"
 
@@ -82,7 +87,7 @@ class KVLayout:
 
     def written_by_scheduler(self, key: str) -> bool:
         """A key the scheduler writes itself: its state key and its status records."""
-        return key in (self.holds, self.time_to_ready) or key.startswith(self.status)
+        return key in (self.holds, self.time_to_ready, self.usage) or key.startswith(self.status)
 
     def node_gpus_key(self, node_id: str) -> str:
         """Where the GPU reporter of one Nomad node writes its NVML view."""

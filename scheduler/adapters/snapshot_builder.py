@@ -39,6 +39,7 @@ from scheduler.adapters.snapshot_merge import (
     replicas_of,
     scrape_targets,
 )
+from scheduler.adapters.usage_state import UsageRead, parse_usage
 from scheduler.core.models import Demand, Hold, Load, Model, Node, Plan, Settings, Snapshot
 from scheduler.demand import DemandError, DemandSource
 from scheduler.demand.kv import KVDemandSource
@@ -73,6 +74,7 @@ class ClusterView:
     # Replicas Nomad failed (placement refused, devices short) -> why: stopped and reported.
     faults: dict[str, str] = field(default_factory=dict)
     gone: Gone = field(default_factory=Gone)  # what went missing, for the state key
+    usage: UsageRead = field(default_factory=UsageRead)  # the usage key as read (rule F4)
     # The job listing this view was made from: when it was asked for (time.monotonic()) and
     # its X-Nomad-Index. Registers and stops finished before the one, or written at or below
     # the other, show in it (the actuator's overlay stops adding them).
@@ -121,6 +123,7 @@ class _KVSide:
     retired: dict[str, datetime]
     stalled: dict[str, str]
     moves: dict[str, str]
+    usage: UsageRead
 
 
 class SnapshotBuilder:
@@ -220,12 +223,15 @@ class SnapshotBuilder:
         state_problems: list[str] = []
         holds, preempted, saved = parse_state(entries, self.layout.holds, state_problems)
         state_problems += time_to_ready_problems(entries, self.layout.time_to_ready)
+        usage = parse_usage(entries, self.layout.usage, state_problems)
         for line in state_problems:
             cat.error(GENERAL, line)
         has_state = any(e.get("Key") == self.layout.holds for e in entries)
         retired = self.memory.track_gone(cat, models, saved, running, now, has_state)
         stalled, moves = parse_lifecycle(entries, self.layout.holds)
-        return _KVSide(cat, models, frozen, blocked, holds, preempted, retired, stalled, moves)
+        return _KVSide(
+            cat, models, frozen, blocked, holds, preempted, retired, stalled, moves, usage
+        )
 
     def _reported(
         self, nodes: list[Node], entries: list[dict[str, Any]], cat: Catalog, models: list[Model]
@@ -323,6 +329,7 @@ class SnapshotBuilder:
             recent_desired=_only(self.memory.marks, names),
             retired=kv.retired,
             prefetches=self.reader.prefetches(reads.jobs_listing, allocs),
+            usage=kv.usage.usage,
         )
         return ClusterView(
             snapshot=snapshot,
@@ -337,6 +344,7 @@ class SnapshotBuilder:
             job_ids=set(self.reader.listed),
             faults=faults,
             gone=Gone(dict(self.memory.gone.models), dict(self.memory.gone.demand)),
+            usage=kv.usage,
             jobs_asked_at=reads.jobs_listing.asked_at,
             jobs_index=reads.jobs_listing.index,
             from_watches=reads.asked_before(started),

@@ -98,8 +98,18 @@ def _defragment_turn(snap: Snapshot, plan: Plan) -> Instants:
         yield next_turn(snap.now)
 
 
+def _usage(snap: Snapshot, plan: Plan) -> Instants:
+    """Rule F4: with usage_half_life_s set, the usage the plan hands on decays and accrues
+    with every second. Carried passes lose none of it (the next pass adds the whole time
+    since, and what owners hold did not change meanwhile); what it changes in the shares is
+    read again at least once a minute."""
+    if snap.settings.usage_half_life_s > 0 and plan.usage:
+        yield snap.now + timedelta(seconds=60)
+
+
 THRESHOLDS: tuple[Callable[[Snapshot, Plan], Instants], ...] = (
     _holds,
+    _usage,
     _replicas,
     _demand,
     _windows,

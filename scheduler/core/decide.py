@@ -7,12 +7,13 @@ from scheduler.core.defragment import defragment
 from scheduler.core.growth import turn_order
 from scheduler.core.lifecycle import consolidate
 from scheduler.core.mig_advice import mig_advice
-from scheduler.core.models import Model, ModelStatus, Plan, Snapshot
+from scheduler.core.models import Model, ModelStatus, OwnerUsage, Plan, Snapshot
 from scheduler.core.pass_state import PassState, PendingWhy
 from scheduler.core.plugins import Plugins
 from scheduler.core.prefetch import prefetch
 from scheduler.core.retirement import replace_stale, retire, retire_deleted, scale_down
 from scheduler.core.sharing import take_turns
+from scheduler.core.usage import carried, held_by_owner
 
 
 def decide(snapshot: Snapshot, plugins: Plugins | None = None) -> Plan:
@@ -88,6 +89,17 @@ def plan_of(st: PassState, statuses: dict[str, ModelStatus]) -> Plan:
         holds=st.holds.handed_on,
         stalled=dict(sorted(ledger.stalled.items())),
         moves=dict(sorted(ledger.moves.items())),
+        usage=usage_after(st),
     )
     # Pending MIG demand a drained MIG GPU could serve if re-partitioned: advice only.
     return plan.model_copy(update={"advice": mig_advice(st.snapshot, plan)})
+
+
+def usage_after(st: PassState) -> dict[str, OwnerUsage]:
+    """Each owner's decayed usage to hand on (rule F4; empty when off). Without quotas nobody
+    is accounted, and what was carried only decays."""
+    if st.settings.usage_half_life_s <= 0:
+        return {}
+    fair = st.turns.fair
+    held = held_by_owner(st.inv.facts.live, fair.node_of) if fair is not None else {}
+    return carried(st.snapshot, held)

@@ -18,6 +18,7 @@ from __future__ import annotations
 from scheduler.core.guarantees import guarantee_vec, guarantees_anything
 from scheduler.core.inventory import ZERO, Inventory, Vec, owner_prefixes, profile_need
 from scheduler.core.models import Model, Quota, Snapshot
+from scheduler.core.usage import recent_share
 
 EPS = 1e-9
 
@@ -33,7 +34,9 @@ class FairShare:
         self.capacity: Vec = inv.facts.capacity  # of the eligible nodes (facts.collect)
         self.quotas = inv.facts.quotas
         self._limits = inv.facts.limits
-        self._node: dict[str, tuple[str, Vec, float]] = {}
+        self._node: dict[str, tuple[str, Vec, float, float]] = {}
+        # Per quota node, its recent usage as a fraction of the fleet (rule F4; off: empty).
+        self._recent = recent_share(snapshot, self.capacity[0])
         self._models = snapshot.models
         self._targets: dict[str, int] = {}  # what each model grows to (Counts.target)
         self._ideal: dict[str, float] | None = None  # worked out when first asked
@@ -46,8 +49,9 @@ class FairShare:
         """The prefix an owner is accounted at."""
         return self._account(owner)[0]
 
-    def _account(self, owner: str) -> tuple[str, Vec, float]:
-        """Where an owner is accounted, its guarantee there and its weight (kept per pass)."""
+    def _account(self, owner: str) -> tuple[str, Vec, float, float]:
+        """Where an owner is accounted, its guarantee there, its weight and what its recent
+        usage adds to its share (rule F4; 0 when off) (kept per pass)."""
         found = self._node.get(owner)
         if found is None:
             node = owner
@@ -56,13 +60,20 @@ class FairShare:
                     node = p
                     break
             q = self.quotas.get(node)
-            found = self._node[owner] = (node, _guaranteed(q), q.weight if q is not None else 1.0)
+            weight = q.weight if q is not None else 1.0
+            found = self._node[owner] = (
+                node,
+                _guaranteed(q),
+                weight,
+                self._recent.get(node, 0.0) / weight,
+            )
         return found
 
     def share(self, owner: str, inv: Inventory, delta: Vec = (0.0, 0.0, 0.0)) -> float:
         """The owner's weighted dominant share of the borrowable pool, with `delta` added to
-        what it holds (a replica to come, or one to go)."""
-        node, g, weight = self._account(owner)
+        what it holds (a replica to come, or one to go); plus its recent usage's part with
+        usage_half_life_s set (rule F4)."""
+        node, g, weight, recent = self._account(owner)
         have = inv.usage.get(node, (0.0, 0.0, 0.0))
         cap = self.capacity
         top = 0.0
@@ -70,7 +81,7 @@ class FairShare:
             past = have[i] + delta[i] - g[i]
             if past > EPS:
                 top = max(top, past / cap[i])
-        return top / weight
+        return top / weight + recent
 
     def ideal_gpus(self, node: str) -> float:
         """The weighted fair share, in GPUs, of the owner accounted at `node` (worked out once
@@ -88,7 +99,7 @@ class FairShare:
             wanted[node] = wanted.get(node, 0.0) + gpus
         out = {}
         for node, gpus in wanted.items():
-            _, g, weight = self._account(node)
+            _, g, weight, _ = self._account(node)
             limit = self._limits.get(node)
             if limit is not None and limit.gpus is not None:
                 gpus = min(gpus, limit.gpus)  # never past its limit, whatever it wants

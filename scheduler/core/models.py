@@ -119,6 +119,9 @@ class Settings(Strict):
     load_gbps: Annotated[float, Field(strict=True, gt=0, le=10_000, allow_inf_nan=False)] = 16.0
     # Prefetch jobs (a model's serve.prefetch) running in the fleet at once, at most.
     prefetch_max: Annotated[int, Field(strict=True, ge=0, le=64)] = 2
+    # Decayed usage (rule F4): an owner who used much lately comes after the others for free
+    # room and yields first toward fair share; its usage halves every this many seconds. 0: off.
+    usage_half_life_s: Duration = 0
 
 
 # ---------------------------------------------------------------- catalog
@@ -324,6 +327,13 @@ class Hold(Strict):
     for_: str = Field(alias="for")
 
 
+class OwnerUsage(Strict):
+    """An owner's usage (rule F4): GPU-seconds decayed to `at`."""
+
+    gpu_s: NonNegFloat
+    at: Timestamp
+
+
 class Snapshot(Lenient):
     now: Timestamp
     settings: Settings = Field(default_factory=Settings)
@@ -352,6 +362,9 @@ class Snapshot(Lenient):
     retired: dict[str, Timestamp] = Field(default_factory=dict)
     # The prefetch jobs (rules PF1-PF3): running, complete or failed, not stopped.
     prefetches: list[Prefetch] = Field(default_factory=list)
+    # Per owner (as accounted: its quota's prefix), its decayed usage as the last plan handed
+    # it on (Plan.usage; the service keeps it in KV). Read only with usage_half_life_s set.
+    usage: dict[str, OwnerUsage] = Field(default_factory=dict)
 
 
 # ---------------------------------------------------------------- plan
@@ -370,6 +383,9 @@ class Plan(Strict):
     # Prefetch jobs to start and stop, and where each prefetching model's weights are.
     prefetches: list[PrefetchAction] = Field(default_factory=list)
     prefetch: dict[str, PrefetchStatus] = Field(default_factory=dict)
+    # Each owner's decayed usage as of this pass, to hand back (Snapshot.usage); empty when
+    # usage_half_life_s is 0.
+    usage: dict[str, OwnerUsage] = Field(default_factory=dict)
 
 
 def to_json(model: BaseModel) -> str:

@@ -45,6 +45,7 @@ def apply_plan(snapshot: Snapshot, plan: Plan, advance_s: float = 0) -> Snapshot
             # roll-outs that failed.
             "moves": dict(plan.moves),
             "stalled": dict(plan.stalled),
+            "usage": dict(plan.usage),  # as the service's usage key hands it on
             "now": now + timedelta(seconds=advance_s),
         }
     )

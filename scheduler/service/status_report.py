@@ -17,6 +17,7 @@ from scheduler.adapters.kv_layout import KVLayout
 from scheduler.adapters.pass_memory import Gone
 from scheduler.adapters.snapshot_builder import ClusterView
 from scheduler.adapters.status_writer import StatusWriter, prefetch_record, status_record
+from scheduler.adapters.usage_state import UsageRead, usage_record
 from scheduler.core.models import Plan, Replica, rfc3339
 
 log = structlog.get_logger("llm-scheduler.service")
@@ -34,6 +35,8 @@ class StatusInput:
     gone: Gone  # what went missing and since when, for the state key
     present: list[str]  # status keys as read: a model's record goes once the model does
     node_names: dict[str, str]  # node id -> name, written beside each replica's node ids
+    usage: UsageRead  # the usage key as read (rule F4)
+    usage_on: bool  # settings.usage_half_life_s is set: the plan's usage is kept
 
 
 def status_input(view: ClusterView, layout: KVLayout) -> StatusInput:
@@ -46,6 +49,8 @@ def status_input(view: ClusterView, layout: KVLayout) -> StatusInput:
         replicas=snapshot.replicas,
         gone=view.gone,
         node_names={n.id: n.name for n in snapshot.nodes},
+        usage=view.usage,
+        usage_on=snapshot.settings.usage_half_life_s > 0,
         present=[
             key
             for e in view.own_entries
@@ -77,6 +82,9 @@ def write_status(
     roll-out, a move) finds the state that goes with it."""
     stamp = rfc3339(given.now)
     status.write(layout.holds, _state(given, plan, preempted), stamp)
+    kept = usage_record(plan.usage, given.usage) if given.usage_on else None
+    if kept is not None:  # off, or a value that is not ours to write over: left as it is
+        status.write(layout.usage, kept, stamp)
     by_model: dict[str, list[Replica]] = {}
     for rep in given.replicas:
         by_model.setdefault(rep.model, []).append(rep)

@@ -52,11 +52,12 @@ BENCH = ((60, 0), (200, 1), (1000, 0))  # (nodes, seed) of fleetgen.steady_snaps
 WHOLE = 4  # scenarios kept whole, besides the hashes
 # Fields plans gained after the reference was recorded: left out of the comparison.
 ADDED: frozenset[str] = frozenset(
-    {"code", "pending_code", "timed_out", "unresolvable", "prefetches", "prefetch"}
+    {"code", "pending_code", "timed_out", "unresolvable", "prefetches", "prefetch", "usage"}
 )
 # Snapshot fields added since: a node's host volumes and model cache (empty in fleetgen's), a
 # model's gateway bounds (None; the decision never reads them), the settings' weight rates,
-# the prefetch jobs and their limit (none run in the recorded runs).
+# the prefetch jobs and their limit (none run in the recorded runs), decayed usage (off, and
+# empty).
 SNAPSHOT_ADDED: frozenset[str] = frozenset(
     {
         "host_volumes",
@@ -67,6 +68,8 @@ SNAPSHOT_ADDED: frozenset[str] = frozenset(
         "load_gbps",
         "prefetches",
         "prefetch_max",
+        "usage",
+        "usage_half_life_s",
     }
 )
 
