@@ -52,7 +52,12 @@ class _Room:
 def prefetch(st: PassState) -> tuple[list[PrefetchAction], dict[str, PrefetchStatus]]:
     """The pass's prefetch starts and stops, and each prefetching model's status."""
     snapshot = st.snapshot
-    wanting = [m for m in snapshot.models if m.serve is not None and m.serve.prefetch]
+    # A path in the container has nothing to download.
+    wanting = [
+        m
+        for m in snapshot.models
+        if m.serve is not None and m.serve.prefetch and not m.serve.source.startswith("/")
+    ]
     if not wanting and not snapshot.prefetches:
         return [], {}
     models = {m.name: m for m in snapshot.models}

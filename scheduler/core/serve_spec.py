@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 Runtime = Literal["vllm", "sglang"]
 RUNTIMES: tuple[str, ...] = ("vllm", "sglang")
@@ -96,6 +96,12 @@ class Serve(_Strict):
             f"{value!r} is neither a Hugging Face repo id (org/name, letters, digits, . _ -) "
             "nor an absolute path without '..' (no spaces or shell characters)"
         )
+
+    @model_validator(mode="after")
+    def _prefetch_needs_a_repo(self) -> Serve:
+        if self.prefetch and self.source.startswith("/"):
+            raise ValueError("prefetch: source is a path in the container, nothing to download")
+        return self
 
     @field_validator("revision")
     @classmethod

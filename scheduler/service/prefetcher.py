@@ -28,6 +28,7 @@ from scheduler.adapters.prefetch_jobs import prefetch_job_id
 from scheduler.core.models import Model, Node, Snapshot
 from scheduler.core.prefetch import PREFETCH_CPU_CORES, PREFETCH_MEMORY_GB
 from scheduler.core.prefetch_records import Prefetch, PrefetchAction
+from scheduler.service.unservable import Unservable
 
 log = structlog.get_logger("llm-scheduler.act")
 
@@ -43,9 +44,14 @@ class _InFlight:
 
 
 class Prefetcher:
-    def __init__(self, nomad: NomadAPI, jobs: JobMaker) -> None:
+    def __init__(
+        self, nomad: NomadAPI, jobs: JobMaker, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.nomad = nomad
         self.jobs = jobs
+        self.clock = clock
+        # A model whose prefetch job cannot be made (template, serve) is retried with backoff.
+        self.unservable = Unservable()
         self._lock = threading.Lock()
         self._pending: dict[str, _InFlight] = {}  # job id -> its call
         self.errors: dict[str, str] = {}  # model -> its last prefetch call's error
@@ -93,7 +99,12 @@ class Prefetcher:
             model = models.get(action.model)
             jid = action.id or prefetch_job_id(action.model, action.node)
             serve = model.serve if model is not None else None
-            if action.op == "start" and (serve is None or action.node not in nodes):
+            if action.op == "start" and (
+                model is None
+                or serve is None
+                or action.node not in nodes
+                or self.unservable.backing_off(model, self.clock())
+            ):
                 continue
             with self._lock:
                 if jid in self._pending:
@@ -115,7 +126,12 @@ class Prefetcher:
             if action.op == "stop":
                 self.nomad.deregister(jid, purge=True)
             elif model is not None and node is not None:
-                self.nomad.register(self.jobs.make_prefetch(model, node, now))
+                try:
+                    job = self.jobs.make_prefetch(model, node, now)
+                except ModelUnservable as exc:
+                    self.unservable.record(model, str(exc), self.clock())
+                    raise
+                self.nomad.register(job)
             with self._lock:
                 self.errors.pop(action.model, None)
             log.info(
@@ -134,3 +150,4 @@ class Prefetcher:
     def forget(self, models: set[str]) -> None:
         with self._lock:
             self.errors = {k: v for k, v in self.errors.items() if k in models}
+            self.unservable.keep_only(models)

@@ -69,6 +69,11 @@ BAD: dict[str, tuple[dict[str, Any], str, str]] = {
     ),
     "huge-prefetch": ({"serve": {**GOOD_SERVE, "prefetch": 1000}}, "serve.prefetch", "less than"),
     "text-prefetch": ({"serve": {**GOOD_SERVE, "prefetch": "2"}}, "serve.prefetch", "integer"),
+    "path-prefetch": (
+        {"serve": {**GOOD_SERVE, "source": "/models/m", "prefetch": 1}},
+        "serve",
+        "prefetch: source is a path",
+    ),
 }
 
 
