@@ -7,6 +7,8 @@ prefetch never keeps a replica out, and one whose node the starts now need is st
 
 from __future__ import annotations
 
+import heapq
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from scheduler.core.fleet import Node
@@ -20,7 +22,7 @@ from scheduler.core.prefetch_records import (
     PrefetchCode,
     PrefetchStatus,
 )
-from scheduler.core.warmth import weight_bytes
+from scheduler.core.warmth import GB
 
 # What one prefetch job asks of its node (the job's resources, scheduler/adapters).
 PREFETCH_CPU_CORES = 0.5
@@ -33,7 +35,7 @@ class _Room:
 
     cpu: dict[str, float] = field(default_factory=dict)
     mem: dict[str, float] = field(default_factory=dict)
-    busy: set[str] = field(default_factory=set)  # nodes with a prefetch running
+    busy: set[str] = field(default_factory=set)  # nodes with a prefetch running or started
     kept: set[str] = field(default_factory=set)  # the running prefetches kept, by job id
     budget: int = 0  # prefetches that may still start (settings.prefetch_max)
 
@@ -65,13 +67,88 @@ def prefetch(st: PassState) -> tuple[list[PrefetchAction], dict[str, PrefetchSta
     room = _Room(kept={p.id for p in kept}, budget=snapshot.settings.prefetch_max - len(kept))
     for p in kept:
         room.take(p.node, p.cpu_cores, p.memory_gb)
+    fleet = _Fleet(st, room)
     statuses: dict[str, PrefetchStatus] = {}
     for model in sorted(wanting, key=lambda m: m.name):
-        starts, status = _model_prefetch(st, model, room)
+        starts, status = _model_prefetch(st, model, room, fleet)
         room.budget -= len(starts)
         actions += starts
         statuses[model.name] = status
     return actions, statuses
+
+
+class _Fleet:
+    """What every model's turn reads, worked out once per pass: the nodes whose caches hold
+    each repository revision, the weights' sizes they report, the prefetches by model, and the
+    nodes open to a prefetch (a reported cache, eligible, not draining, room for the job) by
+    node kind, the most free cache bytes first."""
+
+    def __init__(self, st: PassState, room: _Room) -> None:
+        self.holding: dict[tuple[str, str], set[str]] = {}  # (source, ref or commit) -> nodes
+        self.indexed: dict[str, int] = {}  # source -> largest safetensors index total_size
+        self.sized: dict[str, int] = {}  # source -> largest snapshot bytes
+        for node in st.snapshot.nodes:
+            for snap in node.cache.snapshots if node.cache is not None else ():
+                for ref in (snap.commit, *snap.revisions):
+                    self.holding.setdefault((snap.source, ref), set()).add(node.id)
+                if snap.weights_bytes:
+                    self.indexed[snap.source] = max(
+                        self.indexed.get(snap.source, 0), snap.weights_bytes
+                    )
+                if snap.bytes > 0:
+                    self.sized[snap.source] = max(self.sized.get(snap.source, 0), snap.bytes)
+        self.prefetches: dict[str, list[Prefetch]] = {}
+        for p in st.snapshot.prefetches:
+            self.prefetches.setdefault(p.model, []).append(p)
+        self.by_kind: dict[int, list[NodeState]] = {}
+        for ns in st.inv.nodes.values():
+            node = ns.node
+            if node.cache is None or not node.eligible or node.draining or node.id in room.busy:
+                continue
+            if room.fits(ns, PREFETCH_CPU_CORES, PREFETCH_MEMORY_GB):
+                self.by_kind.setdefault(ns.kind, []).append(ns)
+        for found in self.by_kind.values():
+            found.sort(key=_best_first)
+        self.kinds = st.inv.kinds
+
+    def cached(self, source: str, revision: str | None) -> set[str]:
+        """The nodes whose cache holds `source` at `revision` (None: `main`), as
+        NodeCache.holds says."""
+        return self.holding.get((source, revision or "main"), set())
+
+    def size(self, source: str, weights_gb: float | None) -> int | None:
+        """The weights' size as weight_bytes (core/warmth.py) says it, from the index."""
+        found = self.indexed.get(source) or self.sized.get(source)
+        return found or (round(weights_gb * GB) if weights_gb else None)
+
+    def open_nodes(self, model: Model, size: int | None) -> Iterator[NodeState]:
+        """The open nodes of the kinds one of the model's profiles may land on, best first,
+        without those whose cache reports less room than `size` (the rest of a kind's known
+        ones is no roomier: they are walked no further)."""
+        kinds = [
+            found
+            for kind, found in self.by_kind.items()
+            if any(_gpus_fit(p, self.kinds[kind].node) for p in model.profiles)
+        ]
+        for ns in heapq.merge(*kinds, key=_best_first):
+            free = _free(ns)
+            if size is not None and free is not None and free < size:
+                break
+            yield ns
+        else:
+            return
+        # The rest of the known ones hold less: on to those that do not say (last in each).
+        unknown = [[ns for ns in found if _free(ns) is None] for found in kinds]
+        yield from heapq.merge(*unknown, key=_best_first)
+
+
+def _free(ns: NodeState) -> int | None:
+    return ns.node.cache.free_bytes if ns.node.cache is not None else None
+
+
+def _best_first(ns: NodeState) -> tuple[int, str, str]:
+    free = _free(ns)
+    return (1 if free is None else -free, ns.node.name, ns.node.id)
 
 
 def _current(p: Prefetch, model: Model | None) -> bool:
@@ -111,49 +188,51 @@ def _stop(p: Prefetch, code: PrefetchCode, why: str) -> PrefetchAction:
 
 
 def _model_prefetch(
-    st: PassState, model: Model, room: _Room
+    st: PassState, model: Model, room: _Room, fleet: _Fleet
 ) -> tuple[list[PrefetchAction], PrefetchStatus]:
     """Rule PF1 for one model: starts on the best candidates until `serve.prefetch` nodes
     hold, fetch or are about to fetch its weights, within the fleet's budget."""
     serve = model.serve
     assert serve is not None and serve.prefetch
     source, revision, wanted = serve.source, serve.revision, serve.prefetch
-    mine = [p for p in st.snapshot.prefetches if p.model == model.name]
+    mine = fleet.prefetches.get(model.name, [])
     ours = [p for p in mine if p.source == source and p.revision == revision]
     failed = sorted({p.node for p in ours if p.state == "failed"})
-    running = sorted({p.node for p in ours if p.id in room.kept})
-    cached = sorted(
-        n.id for n in st.snapshot.nodes if n.cache is not None and n.cache.holds(source, revision)
-    )
-    done = {p.node for p in ours if p.state == "complete"}
-    have = set(cached) | done | set(running)
-    missing = wanted - len(have)
+    running = {p.node for p in ours if p.id in room.kept}
+    cached = fleet.cached(source, revision) | {p.node for p in ours if p.state == "complete"}
+    missing = wanted - len(cached | running)
     starts: list[PrefetchAction] = []
     short: str | None = None
     code: PrefetchCode | None = None
-    if missing > 0:
-        skip = have | set(failed) | _replica_nodes(st, model.name)
-        size = weight_bytes(source, st.snapshot.nodes, serve.weights_gb)
-        candidates = _candidates(st, model, skip, size, room)
-        for ns in candidates[: max(0, min(missing, room.budget))]:
+    if missing > 0 and room.budget <= 0:
+        short, code = _limit(missing, st.settings.prefetch_max)
+    elif missing > 0:
+        skip = cached | running | set(failed) | _replica_nodes(st, model.name)
+        size = fleet.size(source, serve.weights_gb)
+        want = min(missing, room.budget)
+        found = _candidates(fleet, model, skip, size, room, want + 1)
+        for ns in found[:want]:
             room.take(ns.node.id, PREFETCH_CPU_CORES, PREFETCH_MEMORY_GB)
             starts.append(_start(model.name, ns.node))
         left = missing - len(starts)
-        if left > 0 and len(candidates) > len(starts):
-            short = f"{left} more wait: {st.settings.prefetch_max} prefetches run at most"
-            code = "prefetch_limit"
+        if left > 0 and len(found) > len(starts):
+            short, code = _limit(left, st.settings.prefetch_max)
         elif left > 0:
             short = f"{left} more: no other node with a model cache, room and a fitting profile"
             code = "prefetch_no_node"
     status = PrefetchStatus(
         wanted=wanted,
-        cached=sorted(set(cached) | done),
-        running=sorted(set(running) | {a.node for a in starts}),
+        cached=sorted(cached),
+        running=sorted(running | {a.node for a in starts}),
         failed=failed,
         short=short,
         short_code=code,
     )
     return starts, status
+
+
+def _limit(left: int, most: int) -> tuple[str, PrefetchCode]:
+    return f"{left} more wait: {most} prefetches run at most", "prefetch_limit"
 
 
 def _start(model: str, node: Node) -> PrefetchAction:
@@ -169,41 +248,26 @@ def _replica_nodes(st: PassState, model: str) -> set[str]:
 
 
 def _candidates(
-    st: PassState, model: Model, skip: set[str], size: int | None, room: _Room
+    fleet: _Fleet, model: Model, skip: set[str], size: int | None, room: _Room, want: int
 ) -> list[NodeState]:
-    """Nodes that may take a prefetch of the model, the most free cache bytes first (unknown
-    last), then by name: eligible, not draining, with a reported model cache that has room
-    for the weights (when both are known), a profile of the model that fits the node whole,
-    no prefetch running, and CPU and memory for the job on what the pass left."""
+    """Up to `want` nodes that may take a prefetch of the model, the most free cache bytes
+    first (unknown last), then by name: open to a prefetch (_Fleet), with room in the cache
+    for the weights (when both are known), a profile of the model that fits the node's
+    description, none taken in this pass yet."""
     found: list[NodeState] = []
-    for ns in st.inv.nodes.values():
+    for ns in fleet.open_nodes(model, size):
         node = ns.node
-        cache = node.cache
-        if cache is None or node.id in skip or node.id in room.busy:
+        if node.id in skip or node.id in room.busy:
             continue
-        if not node.eligible or node.draining:
-            continue
-        if size is not None and cache.free_bytes is not None and cache.free_bytes < size:
-            continue
-        if not any(_may_land(p, node) for p in model.profiles):
-            continue
-        if room.fits(ns, PREFETCH_CPU_CORES, PREFETCH_MEMORY_GB):
+        if any(_may_land(p, node) for p in model.profiles):
             found.append(ns)
-    found.sort(key=lambda ns: (-_free(ns.node), ns.node.name, ns.node.id))
+            if len(found) >= want:
+                break
     return found
 
 
-def _free(node: Node) -> int:
-    free = node.cache.free_bytes if node.cache is not None else None
-    return -1 if free is None else free
-
-
-def _may_land(profile: Profile, node: Node) -> bool:
-    """The profile fits the node's description (healthy GPUs or a slice of its MIG profile
-    of an allowed model, CPU and memory), whatever is free: by the built-in rules, as the
-    model's reach is counted (extra filters are not asked)."""
-    if node.cpu_cores + 1e-9 < profile.cpu_cores or node.memory_gb + 1e-9 < profile.memory_gb:
-        return False
+def _gpus_fit(profile: Profile, node: Node) -> bool:
+    """The profile's devices are on the node (what nodes of one kind share)."""
     if profile.mig_profile is not None:
         return any(
             s.profile == profile.mig_profile and s.healthy
@@ -220,3 +284,12 @@ def _may_land(profile: Profile, node: Node) -> bool:
         and memory_suffices(profile, g.memory_gb)
     ]
     return len(usable) >= profile.gpus
+
+
+def _may_land(profile: Profile, node: Node) -> bool:
+    """The profile fits the node's description (healthy GPUs or a slice of its MIG profile
+    of an allowed model, CPU and memory), whatever is free: by the built-in rules, as the
+    model's reach is counted (extra filters are not asked)."""
+    if node.cpu_cores + 1e-9 < profile.cpu_cores or node.memory_gb + 1e-9 < profile.memory_gb:
+        return False
+    return _gpus_fit(profile, node)

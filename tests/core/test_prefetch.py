@@ -17,7 +17,7 @@ COMMIT = "a" * 40
 GB = 10**9
 
 
-def _node(nid: str, *, gpus: int = 2, cache: bool = True, free_gb: int = 1000, **over: Any):
+def _node(nid: str, *, gpus: int = 2, cache: bool = True, free_gb: int | None = 1000, **over: Any):
     node: dict[str, Any] = {
         "id": nid,
         "name": nid,
@@ -27,7 +27,8 @@ def _node(nid: str, *, gpus: int = 2, cache: bool = True, free_gb: int = 1000, *
     }
     if cache:
         node["host_volumes"] = ["llm-model-cache"]
-        node["cache"] = {"volume": "llm-model-cache", "free_bytes": free_gb * GB}
+        free = None if free_gb is None else free_gb * GB
+        node["cache"] = {"volume": "llm-model-cache", "free_bytes": free}
     node.update(over)
     return node
 
@@ -137,7 +138,7 @@ def test_no_prefetch_where_a_replica_of_the_model_runs() -> None:
 
 @settings(max_examples=60, deadline=None)
 @given(
-    frees=st.lists(st.integers(0, 2000), min_size=1, max_size=8),
+    frees=st.lists(st.none() | st.integers(0, 2000), min_size=1, max_size=8),
     wanted=st.integers(1, 6),
     limit=st.integers(0, 4),
     running=st.integers(0, 3),
@@ -165,6 +166,17 @@ def test_prefetch_invariants(
     assert len(on) == len(set(on))
     assert len(starts) + len(still) <= wanted or not starts
     free = {n["id"]: n["cache"]["free_bytes"] for n in nodes}
-    assert all(free[a.node] >= size * GB for a in starts)
+    assert all(free[a.node] is None or free[a.node] >= size * GB for a in starts)
+    # The best first: no node left out holds more than one taken (unknown counts least), and
+    # none with room is left out while more are wanted and allowed.
+    replicas = {sh.node for a in plan.actions if isinstance(a, StartAction) for sh in a.shards}
+    taken = {a.node for a in starts}
+    rest = set(free) - taken - replicas - {p["node"] for p in held}
+    roomy = [f for n, f in free.items() if n in rest and (f is None or f >= size * GB)]
+    under = len(starts) + len(still) < min(wanted, limit)
+    assert not (roomy and under), "a node with room was left out though more were wanted"
+    if starts:
+        least = min(-1 if free[n] is None else free[n] for n in taken)
+        assert all((-1 if f is None else f) <= least for f in roomy)
     bare = _plan(nodes, [_model(prefetch=None, weights_gb=size)], demand=snap["demand"])
     assert plan.actions == bare.actions
