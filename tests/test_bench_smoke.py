@@ -25,6 +25,7 @@ from bench import (  # noqa: E402
     access_floor,
     fleetgen,
     pass_instructions,
+    prefetch_cost,
     quality,
     snapshot_layout,
     warm_starts,
@@ -387,3 +388,11 @@ def test_gateway_bench_runs_small() -> None:
     assert out["gateway_max"]["max_rps_p99_under_50ms"] >= 0
     assert 0 <= out["held_first_byte"]["p99_ms"] < 5000
     assert out["scale_from_zero"]["wait_max_ms"] >= 200
+
+
+def test_prefetch_cost_times_the_step_beside_the_pass() -> None:
+    result = prefetch_cost.measure(20, 1)
+    assert result["none"]["starts"] == 0
+    assert result["half_at_1"]["starts"] == 2  # settings.prefetch_max: 2
+    for case in ("none", "half_at_1", "all_at_2_caches_full"):
+        assert 0 < result[case]["prefetch_ms"] < result[case]["pass_ms"] * 10
