@@ -5,7 +5,7 @@ stops, moves, holds, the models' statuses), old side against new.
     .venv/bin/python tests/core/golden_diff.py [--against REV] [--limit 20]
 
 The golden file keeps only a hash per run, so the old plans come from another core: REV
-(default `main`) is exported into a temporary folder (`git archive`) and replays the changed
+(default `main`) is exported into a temporary folder (bench/revision.py) and replays the changed
 runs there, in a subprocess, with its own core, generator and harness (the pure-Python core).
 `--against` may also name the root of an existing checkout. A run whose old side does not
 hash to the recorded value is flagged: REV is then not the core that recorded the file.
@@ -19,10 +19,6 @@ import json
 import os
 import subprocess
 import sys
-import tarfile
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +35,8 @@ from golden_plans import (  # noqa: E402
     record_bench,
     record_scenario,
 )
+
+from bench.revision import tree_of  # noqa: E402
 
 # Replays runs by name in a checkout (the current directory), with that checkout's own
 # golden_plans module; prints {name: [plan essence, ...]} as JSON.
@@ -109,25 +107,6 @@ def replay(tree: Path, names: list[str]) -> dict[str, list[Any] | None]:
         raise SystemExit(f"{tree}: replaying the runs failed:\n{done.stderr[-3000:]}")
     out: dict[str, list[Any] | None] = json.loads(done.stdout.strip().splitlines()[-1])
     return out
-
-
-@contextmanager
-def checkout(against: str) -> Iterator[Path]:
-    """A tree of `against`: the folder itself when it is a checkout, else the revision
-    exported from this repository into a temporary folder, removed afterwards."""
-    if (Path(against) / "scheduler" / "core" / "decide.py").is_file():
-        yield Path(against).resolve()
-        return
-    with tempfile.TemporaryDirectory(prefix="golden-diff-") as tmp:
-        archive = Path(tmp) / "tree.tar"
-        with archive.open("wb") as f:
-            done = subprocess.run(["git", "-C", str(ROOT), "archive", against], stdout=f)
-        if done.returncode != 0:
-            raise SystemExit(f"--against {against}: not a revision of this repository")
-        tree = Path(tmp) / "tree"
-        with tarfile.open(archive) as tar:
-            tar.extractall(tree, filter="data")
-        yield tree
 
 
 def _shards(shards: list[dict[str, Any]]) -> str:
@@ -232,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     say([f"{len(names)} runs changed: {', '.join(names)}"])
     shown = names[: max(args.limit, 0)]
-    with checkout(args.against) as tree:
+    with tree_of(args.against, ROOT) as tree:
         old = replay(tree, shown)
     new = replay(ROOT, shown)
     for name in shown:

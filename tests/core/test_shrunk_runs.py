@@ -3,9 +3,9 @@ replicas back and forth, or grew and stopped in turn; each now reaches a fixed p
 
 from __future__ import annotations
 
+from convergence import DEFAULT, QUIET
 from scenario_runs import step
 from status_checks import check_all
-from test_no_cycles import DEFAULT, QUIET
 
 from scheduler.core.decide import decide
 from scheduler.core.models import Snapshot
