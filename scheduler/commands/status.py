@@ -94,6 +94,10 @@ def _status(as_json: bool, prefix: str | None) -> None:
             if r.time_to_ready is not None:
                 line = f"{esc(name)} time to ready: {esc(r.time_to_ready.sentence())}"
                 console.print(line, highlight=False)
+            if r.prefetch is not None:
+                console.print(
+                    f"{esc(name)} prefetch: {esc(r.prefetch.sentence())}", highlight=False
+                )
     for line in report.general_errors + report.unreadable:
         err_console.print(f"[yellow]warning:[/] {esc(line)}", highlight=False)
 
@@ -141,6 +145,8 @@ def _status_lines(records: dict[str, Any]) -> list[str]:
             lines.append(f"  last error: [red]{esc(r.last_error)}[/]")
         if r.time_to_ready is not None:
             lines.append(f"  time to ready: {esc(r.time_to_ready.sentence())}")
+        if r.prefetch is not None:
+            lines.append(f"  prefetch: {esc(r.prefetch.sentence())}")
     return lines
 
 
@@ -192,6 +198,9 @@ def _why(model: str, as_json: bool, prefix: str | None) -> None:
                 "tried": [t.model_dump(mode="json") for t in trials],
                 "last_error": record.last_error if record else None,
                 "time_to_ready": ready.model_dump(mode="json") if ready else None,
+                "prefetch": record.prefetch.model_dump(mode="json")
+                if record and record.prefetch
+                else None,
             }
         )  # fmt: skip
         return
@@ -233,6 +242,8 @@ def _print_why(
         console.print(f"[red]last error:[/] {esc(record.last_error)}", highlight=False)
     if record and record.time_to_ready:
         console.print(f"time to ready: {esc(record.time_to_ready.sentence())}", highlight=False)
+    if record and record.prefetch:
+        console.print(f"prefetch: {esc(record.prefetch.sentence())}", highlight=False)
 
 
 def _dry_run(as_json: bool) -> None:

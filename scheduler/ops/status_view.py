@@ -35,6 +35,28 @@ class ExpectedReady(BaseModel):
         return ready_sentence(self.warm_s, self.cold_s, self.warm_nodes, self.learned)
 
 
+class PrefetchRecord(BaseModel):
+    """A prefetching model's `prefetch` in its status record (node names)."""
+
+    model_config = ConfigDict(extra="ignore")
+    wanted: int = 0
+    cached: list[str] = Field(default_factory=list)
+    running: list[str] = Field(default_factory=list)
+    failed: list[str] = Field(default_factory=list)
+    short: str | None = None
+    last_error: str | None = None
+
+    def sentence(self) -> str:
+        """ "weights on gpu-1, gpu-2 (2 of 3); downloading on gpu-3; failed on gpu-4"."""
+        held = ", ".join(self.cached) or "no node"
+        parts = [f"weights on {held} ({len(self.cached)} of {self.wanted})"]
+        parts += [f"downloading on {', '.join(self.running)}"] if self.running else []
+        parts += [f"failed on {', '.join(self.failed)}"] if self.failed else []
+        parts += [self.short] if self.short else []
+        parts += [f"last error: {self.last_error}"] if self.last_error else []
+        return "; ".join(parts)
+
+
 class StatusRecord(BaseModel):
     """`<prefix>status/<model>` as the service writes it (extra fields are kept for --json)."""
 
@@ -51,6 +73,7 @@ class StatusRecord(BaseModel):
     rollout: str | None = None  # a rolling update or move under way, or a stopped roll-out
     timed_out: list[StoppedReplica] = Field(default_factory=list)  # stopped past load grace
     time_to_ready: ExpectedReady | None = None  # from the time-to-ready state key
+    prefetch: PrefetchRecord | None = None  # weights kept ahead of demand (serve.prefetch)
 
 
 @dataclass

@@ -51,3 +51,25 @@ def test_a_bad_expected_time_is_named_and_the_records_still_show(consul_kv: obje
     assert data["models"]["tiny"]["time_to_ready"] == EXPECTED
     [line] = data["unreadable"]
     assert line.startswith(PREFIX + "state/time-to-ready: expected.llama: ")
+
+
+def test_status_and_why_say_where_a_models_weights_are_kept(consul_kv: object) -> None:
+    prefetch = {
+        "wanted": 3,
+        "cached": ["gpu-1", "gpu-2"],
+        "running": [],
+        "failed": ["gpu-4"],
+        "short": "1 more: no other node with a model cache, room and a fitting profile",
+        "short_code": "prefetch_no_node",
+        "last_error": None,
+    }
+    _put(consul_kv, {})
+    record = {"desired": 0, "live": 0, "replicas": [], "last_error": None, "prefetch": prefetch}
+    consul_kv.kv.put(PREFIX + "status/llama", json.dumps(record))  # type: ignore[attr-defined]
+    said = "weights on gpu-1, gpu-2 (2 of 3); failed on gpu-4; 1 more: no other node with a"
+    code, out = _run("status")
+    assert code == 0 and f"llama prefetch: {said}" in " ".join(out.split()), out
+    code, out = _run("why", "llama")
+    assert code == 0 and f"prefetch: {said}" in " ".join(out.split()), out
+    code, out = _run("why", "llama", "--json")
+    assert code == 0 and json.loads(out)["prefetch"]["failed"] == ["gpu-4"]
