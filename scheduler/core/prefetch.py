@@ -175,7 +175,11 @@ def _stops(st: PassState, models: dict[str, Model]) -> tuple[list[PrefetchAction
             actions.append(_stop(p, "prefetch_unwanted", "its model no longer asks for it"))
             continue
         ns = st.inv.nodes.get(p.node)
-        if ns is not None and not room.fits(ns, p.cpu_cores, p.memory_gb):
+        if ns is None or not ns.node.eligible or ns.node.draining:
+            why = "its node left the cluster, drains or takes nothing new"
+            actions.append(_stop(p, "prefetch_unwanted", why))
+            continue
+        if not room.fits(ns, p.cpu_cores, p.memory_gb):
             actions.append(_stop(p, "prefetch_yields", "replicas need its node's CPU or memory"))
             continue
         room.take(p.node, p.cpu_cores, p.memory_gb)

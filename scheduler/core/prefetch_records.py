@@ -13,7 +13,7 @@ from scheduler.core.contract_base import LENIENT_RECORD, NonNegFloat, Record, St
 PrefetchCode = Literal[
     "prefetch_ahead",  # a start: the model's weights on one more node (rule PF1)
     "prefetch_yields",  # a stop: the pass's starts need its node's CPU or memory (rule PF2)
-    "prefetch_unwanted",  # a stop: its model, revision or prefetch count changed (rule PF2)
+    "prefetch_unwanted",  # a stop: its model or revision changed, its node left (rule PF2)
     "prefetch_limit",  # short: settings.prefetch_max prefetches run already (rule PF1)
     "prefetch_no_node",  # short: no other node may take one (rule PF1)
 ]

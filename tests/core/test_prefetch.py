@@ -123,6 +123,15 @@ def test_a_prefetch_no_longer_asked_for_is_stopped() -> None:
     assert [a.code for a in plan.prefetches] == ["prefetch_unwanted"]
 
 
+def test_a_prefetch_on_a_node_that_left_drains_or_is_ineligible_is_stopped() -> None:
+    nodes = [_node("n1", draining=True), _node("n2", eligible=False), _node("n3")]
+    held = [_prefetch(n) for n in ("n1", "n2", "n3", "gone")]
+    plan = _plan(nodes, [_model(prefetch=4)], prefetches=held)
+    stops = sorted(a.node for a in plan.prefetches if a.op == "stop")
+    assert stops == ["gone", "n1", "n2"]
+    assert {a.code for a in plan.prefetches if a.op == "stop"} == {"prefetch_unwanted"}
+
+
 def test_no_prefetch_where_a_replica_of_the_model_runs() -> None:
     rep = {
         "id": "r1",
