@@ -24,7 +24,7 @@ from scheduler.core.builtin_rules import (
     spread,
 )
 from scheduler.core.inventory import NodeState
-from scheduler.core.models import GPU, Profile
+from scheduler.core.models import GPU, Model, Profile
 from scheduler.core.plugins import Choice, Filter, PlaceContext, Reason, Scorer, reason_of
 from scheduler.core.warmth import Warmth
 
@@ -116,12 +116,25 @@ class CacheRoom(NativeFilter):
     def __init__(self, warmth: Warmth) -> None:
         self.warmth = warmth
         self.full = Reason(self.name, CACHE_FULL, True)
+        # The model a walk asks about and its weight size: a walk asks of one model per node.
+        self.model: Model | None = None
+        self.need: int | None = None
 
     def check(
         self, ctx: PlaceContext, ns: NodeState, choice: Choice | None, usable: int
     ) -> Reason | None:
         node = ns.node
-        if node.cache is None or not self.warmth.lacks_room(ctx.model, node):
+        cache = node.cache
+        if cache is None:
+            return None
+        free = cache.free_bytes
+        if free is None:
+            return None
+        m = ctx.model
+        if m is not self.model:
+            self.model, self.need = m, self.warmth.weight_bytes(m)
+        need = self.need
+        if need is None or need <= free or self.warmth.is_warm(m, node.id):
             return None
         return self.full
 
@@ -197,10 +210,17 @@ class WarmCache(NativeScorer):
 
     def __init__(self, warmth: Warmth) -> None:
         self.warmth = warmth
+        # The model last scored, its warm nodes and what they save it.
+        self.model: Model | None = None
+        self.warm: frozenset[str] = frozenset()
+        self.saving = 0.0
 
     def rank(self, ctx: PlaceContext, ns: NodeState, choice: Choice) -> float:
         m = ctx.model
-        return self.warmth.saving(m) if self.warmth.is_warm(m, ns.node.id) else 0.0
+        if m is not self.model:
+            self.model, self.warm = m, self.warmth.warm_set(m)
+            self.saving = self.warmth.saving(m) if self.warm else 0.0
+        return self.saving if self.warm and ns.node.id in self.warm else 0.0
 
 
 class PluginScorer(NativeScorer):

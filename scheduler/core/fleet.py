@@ -47,6 +47,12 @@ class CachedSnapshot(Record):
     weights_bytes: Bytes | None = None
     last_used: Timestamp | None = None
 
+    def matches(self, revision: str | None) -> bool:
+        """Whether this is the snapshot of `revision` (a ref such as a branch or tag, or a
+        commit; None: the hub's default, `main`)."""
+        wanted = revision or "main"
+        return wanted == self.commit or wanted in self.revisions
+
 
 @dataclass(frozen=True, slots=True, kw_only=True, config=LENIENT_RECORD)
 class NodeCache(Record):
@@ -59,11 +65,7 @@ class NodeCache(Record):
     def holds(self, source: str, revision: str | None) -> bool:
         """Whether a complete snapshot of `source` at `revision` (a ref such as a branch or
         tag, or a commit; None: the hub's default, `main`) is here."""
-        wanted = revision or "main"
-        return any(
-            s.source == source and (wanted == s.commit or wanted in s.revisions)
-            for s in self.snapshots
-        )
+        return any(s.source == source and s.matches(revision) for s in self.snapshots)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, config=LENIENT_RECORD)

@@ -31,7 +31,7 @@ from scheduler.core.verdicts import Key, Verdict, profile_key, verdict_cache
 from scheduler.core.warmth import Warmth
 
 MIN_LIMIT = 3  # feasible nodes scored per shard search, at least
-WARM_SCAN = 32  # warm nodes looked at beyond the walk's, per placement (rule W1)
+WARM_SCAN = 8  # warm nodes looked at beyond the walk's, per placement (rule W1)
 
 
 # Plain classes, not dataclasses: compiled, a dataclass's generated __init__ runs as Python.

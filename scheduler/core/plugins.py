@@ -198,10 +198,10 @@ def default_filters(warmth: Warmth | None = None) -> list[Filter]:
         DeviceHealth(),
         GPUModelMatch(),
         GPUMemory(),
-        CacheRoom(warmth or Warmth()),
         NodeResources(),
         MigProfile(),
         GPUCount(),
+        CacheRoom(warmth or Warmth()),
     ]
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from scheduler.core.fleet import Node, NodeCache
+from scheduler.core.fleet import CachedSnapshot, Node
 from scheduler.core.models import Model, Settings
 
 GB = 10**9
@@ -26,6 +26,11 @@ def weight_bytes(source: str, nodes: Iterable[Node], weights_gb: float | None = 
     snapshot's bytes, else the model's own `serve.weights_gb`. None (unknown, never 0)
     when none of them says."""
     held = [s for n in nodes if n.cache for s in n.cache.snapshots if s.source == source]
+    return size_of(held, weights_gb)
+
+
+def size_of(held: Sequence[CachedSnapshot], weights_gb: float | None) -> int | None:
+    """weight_bytes, from the cached snapshots of the model's repository."""
     indexed = [s.weights_bytes for s in held if s.weights_bytes]
     if indexed:
         return max(indexed)
@@ -59,6 +64,10 @@ class Warmth:
         self.cached: list[Node] = [n for n in nodes if n.cache is not None]
         self.download_gbps = download_gbps
         self.load_gbps = load_gbps
+        # Every cached snapshot by repository, with its node, in node order: one walk over
+        # the caches per pass, made at the first question (a model asks only of its own).
+        self._snaps: dict[str, list[CachedSnapshot]] | None = None
+        self._ids: dict[str, list[str]] = {}  # each of those snapshots' node
         self._warm: dict[str, tuple[str, ...]] = {}  # model -> warm node ids, in node order
         self._warm_set: dict[str, frozenset[str]] = {}
         self._sizes: dict[str, int | None] = {}
@@ -70,18 +79,25 @@ class Warmth:
             return ()
         found = self._warm.get(model.name)
         if found is None:
-            source, revision = model.serve.source, model.serve.revision
-            found = tuple(n.id for n in self.cached if _holds(n.cache, source, revision))
-            self._warm[model.name] = found
+            revision = model.serve.revision
+            ids: list[str] = []
+            source = model.serve.source
+            for nid, snap in zip(self._node_ids(source), self._held(source), strict=True):
+                if snap.matches(revision) and (not ids or ids[-1] != nid):
+                    ids.append(nid)
+            found = self._warm[model.name] = tuple(ids)
             self._warm_set[model.name] = frozenset(found)
         return found
 
-    def is_warm(self, model: Model, node_id: str) -> bool:
-        if not self.cached:
-            return False
+    def warm_set(self, model: Model) -> frozenset[str]:
+        """warm_nodes, as a set."""
+        if not self.cached or model.serve is None:
+            return frozenset()
         self.warm_nodes(model)
-        warm = self._warm_set.get(model.name)
-        return warm is not None and node_id in warm
+        return self._warm_set[model.name]
+
+    def is_warm(self, model: Model, node_id: str) -> bool:
+        return node_id in self.warm_set(model)
 
     def warm_elsewhere(self, model: Model, here: Sequence[str]) -> bool:
         """Whether a node other than `here` holds the model's revision: a replica stopped
@@ -93,8 +109,8 @@ class Warmth:
         if model.serve is None:
             return None
         if model.name not in self._sizes:
-            serve = model.serve
-            self._sizes[model.name] = weight_bytes(serve.source, self.cached, serve.weights_gb)
+            held = self._held(model.serve.source)
+            self._sizes[model.name] = size_of(held, model.serve.weights_gb)
         return self._sizes[model.name]
 
     def saving(self, model: Model) -> float:
@@ -118,6 +134,32 @@ class Warmth:
             return False
         return not self.is_warm(model, node.id)
 
+    def _held(self, source: str) -> list[CachedSnapshot]:
+        if self._snaps is None:
+            self._index()
+        assert self._snaps is not None
+        return self._snaps.get(source, [])
 
-def _holds(cache: NodeCache | None, source: str, revision: str | None) -> bool:
-    return cache is not None and cache.holds(source, revision)
+    def _node_ids(self, source: str) -> list[str]:
+        if self._snaps is None:
+            self._index()
+        return self._ids.get(source, [])
+
+    def _index(self) -> None:
+        """Every cached snapshot by repository, and its node, in node order."""
+        snaps: dict[str, list[CachedSnapshot]] = {}
+        ids: dict[str, list[str]] = {}
+        for node in self.cached:
+            cache = node.cache
+            assert cache is not None
+            nid = node.id
+            for snap in cache.snapshots:
+                source = snap.source
+                found = snaps.get(source)
+                if found is None:
+                    snaps[source] = [snap]
+                    ids[source] = [nid]
+                else:
+                    found.append(snap)
+                    ids[source].append(nid)
+        self._snaps, self._ids = snaps, ids
