@@ -220,7 +220,7 @@ class Placer:
         warm = self.warmth.warm_nodes(ctx.model)
         if not warm:
             return []
-        seen = {nid for nid, _ in fits}
+        seen = [nid for nid, _ in fits]  # a few: a list is cheaper than a set
         rest = [nid for nid in warm[:WARM_SCAN] if nid not in seen and nid in inv.nodes]
         return self._feasible(ctx, inv, rest, len(rest)) if rest else []
 
