@@ -52,6 +52,7 @@ COMPILED = (
     "preemption",
     "reasons",
     "replacement",
+    "reservations",
     "retirement",
     "scaling",
     "sharing",

@@ -23,6 +23,7 @@ from scheduler.core.models import (
     Model,
     Plan,
     Quota,
+    Reservation,
     Settings,
     Snapshot,
     Timestamp,
@@ -73,6 +74,7 @@ def _parse_gone(data: dict[str, Any], key: str, problems: list[str]) -> Gone:
 _STAMP: TypeAdapter[datetime] = TypeAdapter(Timestamp)
 _GONE_DEMAND: TypeAdapter[_GoneDemand] = TypeAdapter(_GoneDemand)
 _HOLD: TypeAdapter[Hold] = TypeAdapter(Hold)
+_RESERVATION: TypeAdapter[Reservation] = TypeAdapter(Reservation)
 T = TypeVar("T")
 
 
@@ -117,6 +119,32 @@ def parse_state(
             holds[str(name)] = hold
     preempted = {str(k): str(v) for k, v in _part(data, "preempted", key, problems).items()}
     return holds, preempted, _parse_gone(_part(data, "gone", key, problems), key, problems)
+
+
+def parse_reservations(
+    entries: list[dict[str, Any]], key: str, problems: list[str]
+) -> dict[str, list[Reservation]]:
+    """The room kept for models that preempted for it, from the state key (absent in state
+    written before reservations: none). A bad reservation is left out and named (by key and
+    field); the others stand. An unreadable key was named by parse_state already."""
+    raw = next((e.get("Value") for e in entries if e.get("Key") == key), None)
+    try:
+        data = bounded_loads(raw, 1 << 20) if raw else {}
+    except ValueError:
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    out: dict[str, list[Reservation]] = {}
+    for name, value in _part(data, "reservations", key, problems).items():
+        where = f"{key}: reservations.{printable(str(name))}"
+        if not isinstance(value, list):
+            problems.append(f"{where}: Input should be a JSON array")
+            continue
+        kept = [_valid(_RESERVATION, v, f"{where}[{i}]", problems) for i, v in enumerate(value)]
+        good = [r for r in kept if r is not None]
+        if good:
+            out[str(name)] = good
+    return out
 
 
 def _part(

@@ -31,7 +31,13 @@ from scheduler.adapters.nomad_jobs import OwnedJob, service_name, specs_of
 from scheduler.adapters.nomad_listings import ALLOCATIONS, JOBS, NODES, Listing, Listings
 from scheduler.adapters.nomad_nodes import Usage
 from scheduler.adapters.nomad_reads import NomadReader
-from scheduler.adapters.pass_memory import Gone, PassMemory, parse_lifecycle, parse_state
+from scheduler.adapters.pass_memory import (
+    Gone,
+    PassMemory,
+    parse_lifecycle,
+    parse_reservations,
+    parse_state,
+)
 from scheduler.adapters.ready_state import time_to_ready_problems
 from scheduler.adapters.snapshot_merge import (
     merge_catalog,
@@ -40,7 +46,17 @@ from scheduler.adapters.snapshot_merge import (
     scrape_targets,
 )
 from scheduler.adapters.usage_state import UsageRead, parse_usage
-from scheduler.core.models import Demand, Hold, Load, Model, Node, Plan, Settings, Snapshot
+from scheduler.core.models import (
+    Demand,
+    Hold,
+    Load,
+    Model,
+    Node,
+    Plan,
+    Reservation,
+    Settings,
+    Snapshot,
+)
 from scheduler.demand import DemandError, DemandSource
 from scheduler.demand.kv import KVDemandSource
 from scheduler.demand.signals import Signals, SignalSource, combine
@@ -119,11 +135,21 @@ class _KVSide:
     frozen: set[str]  # bad model/demand value: keep their replicas, stop nothing
     blocked: set[str]  # bad quota with no last good value: start nothing under it
     holds: dict[str, Hold]
+    reservations: dict[str, list[Reservation]]
     preempted: dict[str, str]
     retired: dict[str, datetime]
     stalled: dict[str, str]
     moves: dict[str, str]
     usage: UsageRead
+
+    def remembered(self) -> dict[str, Any]:
+        """What the scheduler's state key carried over, as the snapshot takes it."""
+        return {
+            "holds": self.holds,
+            "reservations": self.reservations,
+            "moves": self.moves,
+            "retired": self.retired,
+        }
 
 
 class SnapshotBuilder:
@@ -224,13 +250,14 @@ class SnapshotBuilder:
         holds, preempted, saved = parse_state(entries, self.layout.holds, state_problems)
         state_problems += time_to_ready_problems(entries, self.layout.time_to_ready)
         usage = parse_usage(entries, self.layout.usage, state_problems)
+        kept = parse_reservations(entries, self.layout.holds, state_problems)
         for line in state_problems:
             cat.error(GENERAL, line)
         has_state = any(e.get("Key") == self.layout.holds for e in entries)
         retired = self.memory.track_gone(cat, models, saved, running, now, has_state)
         stalled, moves = parse_lifecycle(entries, self.layout.holds)
         return _KVSide(
-            cat, models, frozen, blocked, holds, preempted, retired, stalled, moves, usage
+            cat, models, frozen, blocked, holds, kept, preempted, retired, stalled, moves, usage
         )
 
     def _reported(
@@ -321,13 +348,11 @@ class SnapshotBuilder:
             quotas=sorted(cat.quotas.values(), key=lambda q: q.owner),
             demand=_only(demand, names),
             replicas=replicas,
-            holds=kv.holds,
             specs=specs,
             stalled=stalled,
-            moves=kv.moves,
             load=_only(load, names),
             recent_desired=_only(self.memory.marks, names),
-            retired=kv.retired,
+            **kv.remembered(),
             prefetches=self.reader.prefetches(reads.jobs_listing, allocs),
             usage=kv.usage.usage,
         )

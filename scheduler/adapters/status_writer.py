@@ -2,7 +2,7 @@
 
 {desired, live, pending, pending_code, rollout, why,
 replicas: [{id, state, nodes, node_names, devices}], last_error,
-timed_out: [{replica, code, reason}], updated_at}, for a prefetching model `prefetch`
+timed_out: [{replica, code, reason}], reserved, updated_at}, for a prefetching model `prefetch`
 ({wanted, cached, running, failed, short, short_code, last_error}), and while the model is
 pending `tried`: what each profile ran into (per filter, on how many nodes), which
 `llm-scheduler why` shows without deciding again.
@@ -58,6 +58,8 @@ def status_record(
         "last_error": last_error,
         # Replicas this pass stopped still starting past the load grace, with why.
         "timed_out": [t.model_dump(mode="json") for t in status.timed_out] if status else [],
+        # Room kept for it after a preemption, or why that room was released.
+        "reserved": status.reserved if status else None,
         # Only while pending: a placed model's record keeps its content (and is not rewritten).
         **(
             {"tried": [t.model_dump(mode="json") for t in status.tried]}

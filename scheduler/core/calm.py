@@ -32,6 +32,13 @@ def _holds(snap: Snapshot, plan: Plan) -> Instants:
         yield h.until
 
 
+def _reservations(snap: Snapshot, plan: Plan) -> Instants:
+    """Room kept after a preemption (rule R5): handed on while now < until."""
+    for kept in snap.reservations.values():
+        for res in kept:
+            yield res.until
+
+
 def _replicas(snap: Snapshot, plan: Plan) -> Instants:
     """Per replica: settled (rule R3's min_lifetime_s, held_back, consolidation and
     defragmentation's movable replicas), timed out (rule L2), idle (rules R2, S3). Compared
@@ -109,6 +116,7 @@ def _usage(snap: Snapshot, plan: Plan) -> Instants:
 
 THRESHOLDS: tuple[Callable[[Snapshot, Plan], Instants], ...] = (
     _holds,
+    _reservations,
     _usage,
     _replicas,
     _demand,

@@ -96,6 +96,15 @@ class Lenient(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
 
 
+class Amount(Strict):
+    """An amount of resources. A missing dimension is not constrained, for a guarantee and a
+    limit alike: a guarantee of {gpus: 4} protects replicas by their GPUs alone."""
+
+    gpus: NonNegFloat | None = None
+    cpu_cores: NonNegFloat | None = None
+    memory_gb: NonNegFloat | None = None
+
+
 # The records the pass reads most (fleet, replicas, catalog) are pydantic dataclasses, frozen
 # and with slots, not BaseModels: validated alike at the boundary, but an attribute is a slot.
 # A BaseModel's is a lookup in the instance dict behind its __getattr__ hook, and a pass reads

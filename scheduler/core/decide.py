@@ -83,10 +83,15 @@ def plan_of(st: PassState, statuses: dict[str, ModelStatus]) -> Plan:
     for name, progress in ledger.rollout.items():
         statuses[name] = statuses[name].model_copy(update={"rollout": progress})
     ledger.stops.sort(key=lambda a: a.replica)
+    kept = st.reservations.handed_on()
+    for name, said in st.reservations.said.items():
+        if name in statuses:
+            statuses[name] = statuses[name].model_copy(update={"reserved": said})
     plan = Plan(
         actions=[*ledger.stops, *ledger.starts],
         models=dict(sorted(statuses.items())),
         holds=st.holds.handed_on,
+        reservations=kept,
         stalled=dict(sorted(ledger.stalled.items())),
         moves=dict(sorted(ledger.moves.items())),
         usage=usage_after(st),

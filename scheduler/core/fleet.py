@@ -1,6 +1,7 @@
-"""The fleet as the snapshot describes it: nodes, their GPUs and MIG slices, and the replicas
-running on them (machine-written, so unknown fields are ignored: newer adapters may add data).
-Pydantic dataclasses, frozen and with slots (contract_base.Record: the pass reads them most)."""
+"""The fleet as the snapshot describes it: nodes, their GPUs and MIG slices, the replicas
+running on them and the room kept for replicas to come (machine-written, so unknown fields
+are ignored: newer adapters may add data). Pydantic dataclasses, frozen and with slots
+(contract_base.Record: the pass reads them most), but the reservation (read once a pass)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,14 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 from pydantic.dataclasses import dataclass
 
-from scheduler.core.contract_base import LENIENT_RECORD, NonNegFloat, Record, Timestamp
+from scheduler.core.contract_base import (
+    LENIENT_RECORD,
+    Amount,
+    Lenient,
+    NonNegFloat,
+    Record,
+    Timestamp,
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, config=LENIENT_RECORD)
@@ -138,3 +146,17 @@ class Replica(Record):
     def counts(self) -> bool:
         """A stopping replica no longer counts as live."""
         return self.state != "stopping"
+
+
+class Reservation(Lenient):
+    """Room preemption freed for one replica of a model (rule R5): no other model's start may
+    use it. `shards` are where the replica would go (devices by id, with the CPU and memory
+    each shard asks), `quota` what it counts against its owner's quota. Kept while the
+    victims stop, until `until` (`preempt_hold_s` after `since`, when they were preempted),
+    and for the first pass after the victims are gone; released earlier once the model
+    starts there or no longer needs it."""
+
+    since: Timestamp
+    until: Timestamp
+    shards: list[Shard] = Field(default_factory=list)
+    quota: Amount = Field(default_factory=Amount)

@@ -4,7 +4,7 @@ or say why it waits (held, waiting for its victims, no room)."""
 from __future__ import annotations
 
 from scheduler.core.held_back import HeldBack
-from scheduler.core.inventory import Inventory, profile_need
+from scheduler.core.inventory import Inventory
 from scheduler.core.models import Model, ProfileTrial, rfc3339
 from scheduler.core.pass_state import PassState, PendingWhy, StartWhy
 from scheduler.core.placement import Placement, commit
@@ -15,6 +15,7 @@ from scheduler.core.preemption import (
     stop_reason,
     within_guarantee,
 )
+from scheduler.core.reservations import made
 from scheduler.core.turn_order import TurnOrder, model_order
 
 WAITING: PendingWhy = ("waiting_for_victims", "waiting for preempted replicas to stop")
@@ -46,35 +47,47 @@ def _waits(st: PassState, m: Model) -> PendingWhy | None:
         return "held", f"held while its replicas preempted for {st.holds.giving_way[m.name]} stop"
     gone = st.holds.on_their_way.get(m.name)
     if gone is not None:
-        reserve(st, m, gone, st.counts.target[m.name] - st.counts.live[m.name])
+        if not st.reservations.room_of(m.name):  # victims stopped before rooms were kept
+            _keep_room(st, m, gone, st.counts.target[m.name] - st.counts.live[m.name])
         return WAITING
     return None
 
 
 def grow(st: PassState, m: Model, cap: int | None = None) -> Outcome:
     """Place up to `cap` of the model's missing replicas, or preempt for them: its pending
-    sentence (None: placed them) and what its profiles ran into."""
+    sentence (None: placed them) and what its profiles ran into. The room kept for it is its
+    own for the turn (rule R5)."""
     waits = _waits(st, m)
     if waits is not None:
         return waits, []
+    kept = st.reservations.room_of(m.name)
+    if kept:
+        st.reservations.open(st.inv, m)
+    placed: list[Placement] = []
+    outcome = _place(st, m, cap, placed)
+    if kept:
+        st.reservations.close(st.inv, m, placed, st.counts.short(m.name))
+    return outcome
+
+
+def _place(st: PassState, m: Model, cap: int | None, placed: list[Placement]) -> Outcome:
     counts = st.counts
     want, have = counts.target[m.name], counts.live[m.name]
-    placed = counts.placed.get(m.name, 0)
-    turn = 0
-    while have + placed < want and (cap is None or turn < cap):
+    n = counts.placed.get(m.name, 0)
+    while have + n < want and (cap is None or len(placed) < cap):
         out = st.placer.place(m, st.inv)
         if out.placement is None:
             # In the guarantee phase only what is owed may be reclaimed.
-            ask = cap - turn if st.turns.owing and cap is not None else want - have - placed
-            if preempt_for(st, m, ask, have + placed):
+            ask = cap - len(placed) if st.turns.owing and cap is not None else want - have - n
+            if preempt_for(st, m, ask, have + n):
                 return WAITING, out.trials
             return _short_of_room(st, m, out.notes, out.trials), out.trials
         commit(m, out.placement, st.inv)
-        placed += 1
-        turn += 1
-        counts.placed[m.name] = placed
+        placed.append(out.placement)
+        n += 1
+        counts.placed[m.name] = n
         rid = st.ledger.new_id(m.name)
-        st.ledger.start(m.name, out.placement, rid, _start_reason(st, m, have + placed))
+        st.ledger.start(m.name, out.placement, rid, _start_reason(st, m, have + n))
     return None, []
 
 
@@ -134,6 +147,7 @@ def preempt_for(st: PassState, m: Model, missing: int, live: int) -> bool:
             for v in chosen:
                 why = (stop_code(v), stop_reason(v, m))
                 st.ledger.stop(v.replica.id, v.model.name, why, m.name)
+                st.reservations.victims.setdefault(m.name, []).append(v.replica.id)
                 trial.release(v.replica.id)
                 st.holds.give(v.model.name, m.name)
             gone = True
@@ -143,9 +157,7 @@ def preempt_for(st: PassState, m: Model, missing: int, live: int) -> bool:
         commit(m, fitted, trial)
         future.append(fitted)
     if gone:
-        _hold_back(st.inv, future)
-        for placement in future:  # its owner holds them from now on (guarantee, limits)
-            st.inv.charge(m.owner, profile_need(placement.profile))
+        _keep(st, m, future)
     return gone
 
 
@@ -162,15 +174,18 @@ def _say_held_back(st: PassState, m: Model, trial: Inventory, live: int, over: l
     if turns.why_held is None:
         pool = st.ledger.pool
         assert pool is not None
-        turns.why_held = HeldBack(st.snapshot, st.inv, st.placer, pool, st.counts.short)
-    why = turns.why_held.why(m, trial, live, limit, st.ledger.stops)
+        turns.why_held = HeldBack(
+            st.snapshot, st.inv, st.placer, pool, st.counts.short, st.reservations
+        )
+    why = turns.why_held.why(m, trial, live, limit)
     if why is not None:
         turns.held_back[m.name] = why
 
 
-def reserve(st: PassState, m: Model, gone: list[str], missing: int) -> None:
-    """Keep for `m` the free room it will need beside what `gone` frees, for the rest of the
-    pass: placed in a trial, and whatever of that is free now is held back."""
+def _keep_room(st: PassState, m: Model, gone: list[str], missing: int) -> None:
+    """Keep for `m`, in this pass, the room its replicas would take once `gone` (its victims,
+    stopping since before the state kept reservations) is gone: not handed on, as when they
+    were preempted is not known."""
     trial = st.inv.clone()
     for rid in gone:
         trial.release(rid)
@@ -181,15 +196,12 @@ def reserve(st: PassState, m: Model, gone: list[str], missing: int) -> None:
             break
         commit(m, fitted, trial)
         future.append(fitted)
-    _hold_back(st.inv, future)
-    for placement in future:  # its owner holds them already (guarantee, limits)
-        st.inv.charge(m.owner, profile_need(placement.profile))
+    st.reservations.hold(st.inv, m, made(st.now, st.now, future), hand_on=False)
 
 
-def _hold_back(inv: Inventory, future: list[Placement]) -> None:
-    """Reserve the devices of placements-to-be that are free now (the rest are the victims')."""
-    for placement in future:
-        for sh in placement.shards:
-            free = [d for d in sh.gpus if inv.is_free(sh.node, d)]
-            if free:
-                inv.reserve(sh.node, free)
+def _keep(st: PassState, m: Model, future: list[Placement]) -> None:
+    """The room of the replicas to come is theirs (rule R5): held back from every other model,
+    in this pass and, handed on by the plan, in the next ones."""
+    res = st.reservations
+    res.lasting.add(m.name)
+    res.hold(st.inv, m, made(st.now, st.holds.until, future))

@@ -2,12 +2,13 @@
 
 `choose` already says when only more than `max_victims` victims would do. This module says
 the two other reasons a feasible preemption is held back: the replicas that would make room
-became ready less than `min_lifetime_s` ago, or the room is kept for another model whose
-victims are on their way out (room taken by preemption goes to the model it was taken for).
+became ready less than `min_lifetime_s` ago, or the room is kept for another model that
+preempted for it (reservations.py: room taken by preemption goes to the model it was taken
+for).
 
 It is worked out only for a model that found no room and no victims, and lazily: a pass where
 every model places pays nothing; otherwise one look at each live replica's age per pass, then
-per such model one placement trial while replicas are preempted for others, and at most
+per such model one placement trial while room is kept for others, and at most
 _TRIES trials on nodes where young replicas run. Only the plain case is claimed: victims of a
 lower class and no other owner's guarantee in the way (a second victim search with
 min_lifetime_s 0, a second VictimPool, would cost as much as the preemption itself).
@@ -15,14 +16,15 @@ min_lifetime_s 0, a second VictimPool, would cost as much as the preemption itse
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from itertools import islice
 
 from scheduler.core.inventory import Inventory, owner_prefixes
-from scheduler.core.models import CLASS_RANK, Model, Replica, Snapshot, StopAction, rfc3339
+from scheduler.core.models import CLASS_RANK, Model, Replica, Snapshot, rfc3339
 from scheduler.core.placement import Placer
 from scheduler.core.preemption import POOL_CAP, VictimPool
+from scheduler.core.reservations import Reservations, kept_sentence
 
 _SCAN = 64  # nodes with young replicas looked at per model
 _TRIES = 4  # of them tried on a copy of the inventory
@@ -43,85 +45,88 @@ class HeldBack:
         placer: Placer,
         pool: VictimPool,
         short: Callable[[str], bool],
+        reservations: Reservations,
     ) -> None:
         self.snapshot = snapshot
         self.short = short  # whether a model still misses replicas (room goes to it)
+        self.reservations = reservations  # the room kept for models that preempted for it
         self.inv = inv
         self.placer = placer
         self.pool = pool
         self.min_lifetime = timedelta(seconds=snapshot.settings.min_lifetime_s)
         self._young: dict[str, list[tuple[int, Replica, Model]]] | None = None  # by node
         self._ids: set[str] = set()  # the young replicas
-        self._preempted: list[StopAction] = []  # the pass's preemptions so far
-        self._scanned = 0  # how many of the pass's stops were looked at (they only grow)
 
-    def why(
-        self, m: Model, trial: Inventory, live: int, limit: int, stops: Sequence[StopAction]
-    ) -> str | None:
+    def why(self, m: Model, trial: Inventory, live: int, limit: int) -> str | None:
         """A sentence naming the rule that held a feasible preemption for `m` back and what
         it would have taken, or None. `trial` is the room `m` found none in, `live` its
-        replicas there, `stops` what the pass stops so far."""
-        return self.kept_for_others(m, trial, stops) or self.too_young(m, trial, live, limit)
+        replicas there."""
+        return self.kept_for_others(m, trial) or self.too_young(m, trial, live, limit)
 
     # ------------------------------------------------------------ room kept for another
 
-    def kept_for_others(
-        self, m: Model, trial: Inventory, stops: Sequence[StopAction]
-    ) -> str | None:
-        """Replicas preempted for another model (stopping since an earlier pass, or stopped
-        in this one) whose room would fit `m`, and which `m` could have taken itself: that
-        room is the other model's."""
-        stopping: dict[str, list[str]] = {}  # preemptor -> its victims still stopping
-        for r in self.inv.facts.stopping_preempted:
-            x = r.preempted_for
-            # Room stopping for a model that has what it wants since is nobody's.
-            if x and x != m.name and self.short(x) and self._takable(m, r.model):
-                stopping.setdefault(x, []).append(r.id)
-        for a in stops[self._scanned :]:
-            if a.preempted_for:
-                self._preempted.append(a)
-        self._scanned = len(stops)
-        now: dict[str, list[str]] = {}  # preemptor -> its victims stopped in this pass
-        for a in self._preempted:
-            if a.preempted_for != m.name and self._takable(m, a.model):
-                assert a.preempted_for is not None
-                now.setdefault(a.preempted_for, []).append(a.replica)
-        if not stopping and not now:
-            return None
-        names = sorted(stopping.keys() | now.keys())
-        if not self._fits_without(m, trial, names, stopping, now):
+    def kept_for_others(self, m: Model, trial: Inventory) -> str | None:
+        """Room kept for another model that preempted for it (rule R5) in which `m` would fit:
+        while its victims still hold it, the victims `m` could have taken itself; once they
+        are gone, the reserved room. Names the one model whose room alone would do, if one
+        does."""
+        rooms = self._rooms(m)
+        if not rooms or not self._fits_in(trial, m, rooms, list(rooms)):
             return None  # not even all of that room together (one trial, the common answer)
-        # Name the one model whose victims' room alone would do, if there is one.
+        names = sorted(rooms)
         if len(names) > 1:
-            alone = next(
-                (x for x in names if self._fits_without(m, trial, [x], stopping, now)), None
-            )
+            alone = next((x for x in names if self._fits_in(trial, m, rooms, [x])), None)
             names = [alone] if alone is not None else names
-        parts = []
-        n_stopping = sum(len(stopping.get(x, [])) for x in names)
-        n_now = sum(len(now.get(x, [])) for x in names)
-        if n_stopping:
-            parts.append(f"{_replicas(n_stopping)} preempted for it still stopping")
-        if n_now:
-            parts.append(f"{_replicas(n_now)} preempted for it in this pass")
-        return (
-            f"held back: the room it would fit in is kept for {', '.join(names)} "
-            f"({' and '.join(parts)})"
+        return f"held back: the room it would fit in is kept for {', '.join(names)} " + (
+            self._kept_how(names, rooms)
         )
 
-    def _fits_without(
-        self,
-        m: Model,
-        trial: Inventory,
-        names: list[str],
-        stopping: dict[str, list[str]],
-        now: dict[str, list[str]],
+    def _rooms(self, m: Model) -> dict[str, list[str]]:
+        """Per other model with room kept for it: its victims `m` could have taken, or none
+        (its reserved room) once its victims are gone."""
+        res = self.reservations
+        rooms: dict[str, list[str]] = {}
+        for x in res.kept.keys() | res.victims.keys():
+            victims = res.victims.get(x, [])
+            # Room for a model that has what it wants since is nobody's.
+            if x == m.name or not (res.kept.get(x) or victims) or not self.short(x):
+                continue
+            if not victims:
+                rooms[x] = []
+                continue
+            mine = [v for v in victims if self._takable(m, self.inv.facts.replicas[v].model)]
+            if mine:
+                rooms[x] = mine
+        return rooms
+
+    def _kept_how(self, names: list[str], rooms: dict[str, list[str]]) -> str:
+        stopping = {r.id for r in self.inv.facts.stopping_preempted}
+        victims = [v for x in names for v in rooms[x]]
+        if not victims:
+            kept = [k.res for x in names for k in self.reservations.kept[x]]
+            return "(" + kept_sentence(kept).removeprefix("room kept for it ") + ")"
+        n_stopping = sum(1 for v in victims if v in stopping)
+        parts = []
+        if n_stopping:
+            parts.append(f"{_replicas(n_stopping)} preempted for it still stopping")
+        if len(victims) > n_stopping:
+            parts.append(f"{_replicas(len(victims) - n_stopping)} preempted for it in this pass")
+        return f"({' and '.join(parts)})"
+
+    def _fits_in(
+        self, trial: Inventory, m: Model, rooms: dict[str, list[str]], names: list[str]
     ) -> bool:
         room = trial.clone()
         touched: set[str] = set()
         for x in names:
-            for rid in stopping.get(x, []) + now.get(x, []):
-                touched.update(room.release(rid))
+            if rooms[x]:
+                for rid in rooms[x]:
+                    touched.update(room.release(rid))
+                continue
+            for k in self.reservations.kept[x]:
+                for node, devices, cpu, mem in k.held:
+                    room.unreserve(node, devices, cpu, mem)
+                    touched.add(node)
         return self.placer.fits(m, room, trial.version, touched)
 
     def _takable(self, m: Model, victim_model: str) -> bool:

@@ -274,13 +274,47 @@ class Inventory:
             ns.free_slices[prof] = [sl for sl in lst if sl.id not in device_ids]
         return before - len(ns.free_gpus) - sum(len(v) for v in ns.free_slices.values())
 
-    def reserve(self, node_id: str, device_ids: list[str]) -> None:
-        """Hold free devices back from the rest of the pass: room a preempting model counted
-        on besides its victims', so no later model takes it before the victims are gone."""
+    def reserve(
+        self, node_id: str, device_ids: list[str], cpu: float = 0.0, mem: float = 0.0
+    ) -> list[str]:
+        """Hold free devices (and CPU, memory) back from the rest of the pass: room kept for a
+        model that preempted for it, so no other model takes it. Returns the devices that were
+        free (and are held now)."""
         self._materialize()
         ns = self._mutable(node_id)
         self._unindex(ns)
-        ns.used_units += self._drop_free(ns, set(device_ids))
+        wanted = set(device_ids)
+        held = [g.id for g in ns.free_gpus if g.id in wanted]
+        held += [sl.id for lst in ns.free_slices.values() for sl in lst if sl.id in wanted]
+        ns.used_units += self._drop_free(ns, wanted)
+        ns.free_cpu -= cpu
+        ns.free_mem -= mem
+        self._index(ns)
+        self._changed(node_id)
+        return held
+
+    def unreserve(self, node_id: str, device_ids: list[str], cpu: float, mem: float) -> None:
+        """Give back what `reserve` held (the devices it returned), to the model it was kept
+        for."""
+        self._materialize()
+        ns = self._mutable(node_id)
+        self._unindex(ns)
+        wanted = set(device_ids)
+        for gpu in ns.node.gpus:
+            if gpu.mig is None:
+                if gpu.id in wanted:
+                    ns.free_gpus.append(gpu)
+                    ns.used_units -= 1
+                continue
+            for sl in gpu.mig:
+                if sl.id in wanted:
+                    ns.free_slices.setdefault(sl.profile, []).append(sl)
+                    ns.used_units -= 1
+        ns.free_gpus.sort(key=_BY_ID)
+        for lst in ns.free_slices.values():
+            lst.sort(key=_BY_ID)
+        ns.free_cpu += cpu
+        ns.free_mem += mem
         self._index(ns)
         self._changed(node_id)
 

@@ -23,6 +23,7 @@ from scheduler.core.contract_base import (
     OWNER_PATTERN,
     STRICT_RECORD,
     ActivationTimeout,
+    Amount,
     ClassName,
     Count,
     Duration,
@@ -37,7 +38,7 @@ from scheduler.core.contract_base import (
     check_owner,
     mig_profile_problem,
 )
-from scheduler.core.fleet import GPU, MigSlice, Node, Replica, Shard
+from scheduler.core.fleet import GPU, MigSlice, Node, Replica, Reservation, Shard
 from scheduler.core.plan_records import (
     Action,
     ModelStatus,
@@ -58,6 +59,7 @@ __all__ = [
     "MAX_DURATION_S",
     "NAME_PATTERN",
     "OWNER_PATTERN",
+    "Amount",
     "ClassName",
     "Count",
     "Duration",
@@ -68,6 +70,7 @@ __all__ = [
     "NonNegFloat",
     "ProfileTrial",
     "Replica",
+    "Reservation",
     "Shard",
     "StartAction",
     "StopAction",
@@ -76,15 +79,6 @@ __all__ = [
     "Timestamp",
     "check_owner",
 ]
-
-
-class Amount(Strict):
-    """An amount of resources. A missing dimension is not constrained, for a guarantee and a
-    limit alike: a guarantee of {gpus: 4} protects replicas by their GPUs alone."""
-
-    gpus: NonNegFloat | None = None
-    cpu_cores: NonNegFloat | None = None
-    memory_gb: NonNegFloat | None = None
 
 
 class Settings(Strict):
@@ -343,6 +337,8 @@ class Snapshot(Lenient):
     demand: dict[str, Demand] = Field(default_factory=dict)
     replicas: list[Replica] = Field(default_factory=list)
     holds: dict[str, Hold] = Field(default_factory=dict)
+    # model -> the room kept for its replicas to come (rule R5), handed back by the adapter.
+    reservations: dict[str, list[Reservation]] = Field(default_factory=dict)
     # model -> profile -> digest of what a replica started now would run (computed by the
     # adapter; the core only compares). A model absent here is never rolled.
     specs: dict[str, dict[str, str]] = Field(default_factory=dict)
@@ -374,6 +370,8 @@ class Plan(Strict):
     actions: list[Action] = Field(default_factory=list)
     models: dict[str, ModelStatus] = Field(default_factory=dict)
     holds: dict[str, Hold] = Field(default_factory=dict)
+    # Room kept for models that preempted for it (Snapshot.reservations of the next pass).
+    reservations: dict[str, list[Reservation]] = Field(default_factory=dict)
     # Advice for operators, e.g. which drained MIG GPU to re-partition.
     advice: list[str] = Field(default_factory=list)
     # Roll-outs that failed, handed on to the next pass (Snapshot.stalled).

@@ -1,7 +1,8 @@
 """The state one pass works on, in a few small parts, each written by the steps named on it.
 
 - `Counts`: per model, what it wants and what it has (desired, target, live, placed).
-- `Holds`: room kept for a model that preempted for it, and who waits for whom (rule R5).
+- `Holds`: who gave way to whom and who waits for its victims (rule R5); the room kept for
+  the model that preempted is `Reservations` (reservations.py).
 - `Ledger`: what the pass decides: stops, starts, moves, roll-outs, and the one set of
   replicas the pass stops (the victim pool reads that same set).
 - `PassState`: the snapshot, the inventory and the placer, the three parts above, and what
@@ -33,6 +34,7 @@ from scheduler.core.models import (
 from scheduler.core.placement import Placement, Placer
 from scheduler.core.plugins import Plugins, default_filters, default_scorers
 from scheduler.core.preemption import VictimPool
+from scheduler.core.reservations import Reservations
 from scheduler.core.scaling import Want, replacements, want
 from scheduler.core.turn_order import ModelOrder
 from scheduler.core.warmth import Warmth
@@ -186,6 +188,7 @@ class PassState:
         self.counts = count(snapshot, self.inv)
         self.ledger = Ledger(self.inv.facts.replicas, snapshot.now.isoformat())
         self.holds = holds(snapshot, self.inv, self.counts)
+        self.reservations = reservations(snapshot, self.inv, self.counts, self.holds)
         self.turns = Turns()
         self.ranks: dict[str, float] = {}  # replica -> how good its placement is (lower: better)
         self.steady: dict[str, bool] = {}  # model -> may its replicas be moved (defragment)
@@ -239,4 +242,35 @@ def holds(snapshot: Snapshot, inv: Inventory, counts: Counts) -> Holds:
             if snapshot.now < h.until or h.for_ in out.on_their_way:
                 out.handed_on[name] = h
     out.claimants = {h.for_ for h in out.honoured.values()}
+    return out
+
+
+def reservations(snapshot: Snapshot, inv: Inventory, counts: Counts, holds: Holds) -> Reservations:
+    """The room kept for models that preempted for it, held back before any model places
+    (rule R5). Kept while the model still misses replicas; released once it has what it
+    asked for (its replica started there, or its demand fell)."""
+    out = Reservations(snapshot.now)
+    for name, victims in holds.on_their_way.items():
+        out.victims[name] = victims
+        out.lasting.add(name)  # kept while its victims stop
+    target, live = counts.target, counts.live
+    for name, kept in sorted(snapshot.reservations.items()):
+        m = inv.facts.models.get(name)
+        if m is None or not kept:
+            continue  # a deleted model's room is nobody's
+        if live[name] < target[name]:
+            out.hold(inv, m, list(kept))
+            continue
+        devices = {(sh.node, d) for res in kept for sh in res.shards for d in sh.gpus}
+        there = any(
+            (sh.node, d) in devices
+            for r in inv.facts.current.get(name, ())
+            for sh in r.shards
+            for d in sh.gpus
+        )
+        out.said[name] = (
+            "room kept for it: its replica started there"
+            if there
+            else "room kept for it released: it has what it asked for"
+        )
     return out

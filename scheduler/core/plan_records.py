@@ -69,3 +69,5 @@ class ModelStatus(Strict):
     recommended: int | None = None
     # Replicas stopped still starting past the load grace in this pass, with why.
     timed_out: list[StoppedReplica] = Field(default_factory=list)
+    # Room kept for it after a preemption (rule R5), or why that room was released in this pass.
+    reserved: str | None = None

@@ -41,6 +41,7 @@ def apply_plan(snapshot: Snapshot, plan: Plan, advance_s: float = 0) -> Snapshot
             "recent_desired": marks,
             "replicas": replicas,
             "holds": dict(plan.holds),
+            "reservations": dict(plan.reservations),
             # As the service's state key hands them on: moves under way, and
             # roll-outs that failed.
             "moves": dict(plan.moves),

@@ -72,6 +72,7 @@ class StatusRecord(BaseModel):
     tried: list[ProfileTrial] | None = None
     rollout: str | None = None  # a rolling update or move under way, or a stopped roll-out
     timed_out: list[StoppedReplica] = Field(default_factory=list)  # stopped past load grace
+    reserved: str | None = None  # room kept for it after a preemption, or why released
     time_to_ready: ExpectedReady | None = None  # from the time-to-ready state key
     prefetch: PrefetchRecord | None = None  # weights kept ahead of demand (serve.prefetch)
 

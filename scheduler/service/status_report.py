@@ -118,6 +118,10 @@ def write_status(
 def _state(given: StatusInput, plan: Plan, preempted: dict[str, str]) -> dict[str, Any]:
     return {
         "holds": {k: v.model_dump(by_alias=True, mode="json") for k, v in plan.holds.items()},
+        # Room kept for models that preempted for it (rule R5).
+        "reservations": {
+            k: [r.model_dump(mode="json") for r in v] for k, v in plan.reservations.items()
+        },
         "preempted": preempted,
         "stalled": dict(plan.stalled),  # failed roll-outs
         "moves": dict(plan.moves),  # replicas being moved -> their replacements

@@ -52,7 +52,17 @@ BENCH = ((60, 0), (200, 1), (1000, 0))  # (nodes, seed) of fleetgen.steady_snaps
 WHOLE = 4  # scenarios kept whole, besides the hashes
 # Fields plans gained after the reference was recorded: left out of the comparison.
 ADDED: frozenset[str] = frozenset(
-    {"code", "pending_code", "timed_out", "unresolvable", "prefetches", "prefetch", "usage"}
+    {
+        "code",
+        "pending_code",
+        "timed_out",
+        "unresolvable",
+        "prefetches",
+        "prefetch",
+        "reservations",
+        "reserved",
+        "usage",
+    }
 )
 # Snapshot fields added since: a node's host volumes and model cache (empty in fleetgen's), a
 # model's gateway bounds (None; the decision never reads them), the settings' weight rates,
@@ -70,6 +80,7 @@ SNAPSHOT_ADDED: frozenset[str] = frozenset(
         "prefetch_max",
         "usage",
         "usage_half_life_s",
+        "reservations",
     }
 )
 

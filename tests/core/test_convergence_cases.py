@@ -15,9 +15,6 @@ from preemption_snapshots import model, node, snap
 
 from scheduler.core.models import Snapshot
 
-# Until the room preempted for a model is reserved for it (rule R5).
-UNTIL_RESERVED = pytest.mark.xfail(reason="room taken is not yet room given", strict=False)
-
 
 def with_small(m: dict[str, Any]) -> dict[str, Any]:
     """The model may also run on one GPU (a second, smaller profile)."""
@@ -92,7 +89,6 @@ def one_gpu_two_owners(settings: dict[str, int]) -> Snapshot:
 CASES = [two_gpus_guarantee_of_one, one_gpu_limited, one_gpu_two_owners]
 
 
-@UNTIL_RESERVED
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.__name__)
 @pytest.mark.parametrize("settings", [DEFAULT, ZERO], ids=["default", "zero"])
 def test_crowded_runs_reach_a_fixed_point(case: Any, settings: dict[str, int]) -> None:

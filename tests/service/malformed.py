@@ -191,4 +191,6 @@ def state_values() -> list[tuple[str, bytes]]:
         ),
         ("preempted a list", b'{"preempted": [1, 2]}'),
         ("holds a string", b'{"holds": "all"}'),
+        ("reservations a string", b'{"reservations": "all"}'),
+        ("reservation until garbage", b'{"reservations": {"x": [{"since": "x", "until": "y"}]}}'),
     ]

@@ -15,7 +15,7 @@ from scheduler.adapters.catalog import GENERAL, read_catalog
 from scheduler.adapters.kv_layout import KVLayout
 from scheduler.adapters.nomad_allocs import replica_from
 from scheduler.adapters.nomad_jobs import CREATED_META, MODEL_META, REPLICA_META, owned_job
-from scheduler.adapters.pass_memory import parse_state
+from scheduler.adapters.pass_memory import parse_reservations, parse_state
 from scheduler.core.decide import decide
 from scheduler.core.models import GPU, Demand, Model, Node, Profile, Replica, Scaling, Snapshot
 from scheduler.core.validate import SnapshotError, parse_snapshot
@@ -278,6 +278,59 @@ def test_a_state_key_of_the_wrong_shape_is_named() -> None:
     problems: list[str] = []
     holds, _, _ = parse_state([_entry(LAYOUT.holds, {"holds": "all"})], LAYOUT.holds, problems)
     assert holds == {} and problems == [f"{LAYOUT.holds}: holds: Input should be a JSON object"]
+
+
+def test_bad_reservations_are_named_by_key_and_field_and_the_others_stand() -> None:
+    good = {
+        "since": NOW.isoformat(),
+        "until": NOW.isoformat(),
+        "shards": [{"node": "n0", "gpus": ["g0"], "cpu_cores": 4, "memory_gb": 16}],
+        "quota": {"gpus": 1},
+    }
+    state = {
+        "holds": {},
+        "reservations": {
+            "chat": [good, {**good, "until": FAR}, {**good, "shards": "all"}],
+            "rag": {"since": NOW.isoformat()},
+            "code": [{**good, "quota": {"gpus": -1}}],
+        },
+    }
+    problems: list[str] = []
+    kept = parse_reservations([_entry(LAYOUT.holds, state)], LAYOUT.holds, problems)
+    assert list(kept) == ["chat"] and [r.quota.gpus for r in kept["chat"]] == [1]
+    assert [p.split(": ")[1:3] for p in problems] == [
+        ["reservations.chat[1]", "until"],
+        ["reservations.chat[2]", "shards"],
+        ["reservations.rag", "Input should be a JSON array"],
+        ["reservations.code[0]", "quota.gpus"],
+    ]
+    assert all(p.startswith(f"{LAYOUT.holds}: ") and "\n" not in p for p in problems)
+    # State written before reservations (or none at all): none, and nothing to say.
+    for old in ({"holds": {}}, None):
+        problems = []
+        entries = [] if old is None else [_entry(LAYOUT.holds, old)]
+        assert parse_reservations(entries, LAYOUT.holds, problems) == {} and problems == []
+
+
+def test_reservations_go_through_the_state_key_as_the_plan_hands_them_on() -> None:
+    from scheduler.adapters.pass_memory import Gone
+    from scheduler.core.models import Plan, Reservation
+    from scheduler.service.status_report import _state
+
+    res = Reservation.model_validate(
+        {"since": NOW, "until": NOW, "shards": [{"node": "n0", "gpus": ["g0"], "cpu_cores": 4}]}
+    )
+    plan = Plan(reservations={"chat": [res]})
+
+    class Given:
+        gone = Gone()
+
+    state = json.loads(json.dumps(_state(Given(), plan, {})))  # type: ignore[arg-type]
+    problems: list[str] = []
+    assert parse_reservations([_entry(LAYOUT.holds, state)], LAYOUT.holds, problems) == {
+        "chat": [res]
+    }
+    assert problems == []
 
 
 def test_a_gpu_report_stamped_out_of_range_is_ignored_with_its_key_and_field() -> None:
