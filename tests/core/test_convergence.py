@@ -142,7 +142,6 @@ def test_seeded_runs_converge_within_the_bound() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(reason="room taken is not yet room given (crowded seeds cycle)", strict=False)
 def test_seeded_runs_converge_within_the_bound_long() -> None:
     check_seeds(range(60, 3060))
 

@@ -1,8 +1,9 @@
 """Runs the seeded hunt (bench/hunt.py) found going round for ever, cut down to what still
-cycles: three models on one or two GPUs, an owner guaranteed less than the fleet, every model
+cycled: three models on one or two GPUs, an owner guaranteed less than the fleet, every model
 busy. The room preempted for one model went to a third (owed a guarantee, or below its
-minimum), which was preempted in turn, and so on. Each must reach a fixed point within the
-bound, without a cycle, a turn or a room taken twice (convergence.py)."""
+minimum), which was preempted in turn, and so on, until that room was reserved for the model
+it was taken for (rule R5). Each reaches a fixed point within the bound, without a cycle, a
+turn or a room taken twice (convergence.py)."""
 
 from __future__ import annotations
 

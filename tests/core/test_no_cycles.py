@@ -1,6 +1,7 @@
 """Plan after plan, every run reaches a fixed point within the bound, with no cycle of any
 length, no two models taking turns and no model preempted twice for the same room, on
-generated fleets, catalogs and quotas, with default and with zero holds (the oracles:
+generated fleets, catalogs and quotas (scenario_gen's, and crowded ones: three or four
+models on one or two small nodes), with default and with zero holds (the oracles:
 convergence.py).
 
 A hypothesis state machine: each step is one pass (decide, then apply the plan, stops taking
@@ -18,6 +19,7 @@ from convergence import DEFAULT, SETTLE, ZERO, Watch, contested, same_demand
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from scenario_crowded import crowded_scenarios
 from scenario_gen import Scenario, scenarios
 from scenario_runs import step
 from status_checks import check_all
@@ -34,7 +36,7 @@ class Passes(RuleBasedStateMachine):
     last: Plan | None
 
     @initialize(
-        scn=scenarios(small_settings=True),
+        scn=scenarios(small_settings=True) | crowded_scenarios(),
         cfg=st.sampled_from([DEFAULT, ZERO]),
         load=st.sampled_from([40, 8, None]),
     )
