@@ -102,7 +102,9 @@ class Reservations:
             self.said[m.name] = "room kept for it: its replica starts there"
         self.kept[m.name] = fresh
         if not short:
-            if left:
+            if left and m.name not in self.said:
+                self.said[m.name] = "room kept for it released: it placed elsewhere"
+            elif left:
                 self.said[m.name] = "room kept for it released: it has what it asked for"
             return
         credit = _victims_room(inv, self.victims.get(m.name, []))

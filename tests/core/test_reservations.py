@@ -173,3 +173,18 @@ def test_freed_quota_goes_to_the_model_it_was_taken_for() -> None:
         assert preemptions(plans) == [("std", "chat"), ("std", "chat")], settings
         assert live_per_model(after) == {"chat": 1}, settings
         assert quiet_after(plans) == 2, settings
+
+
+def test_room_is_released_when_its_model_places_elsewhere() -> None:
+    # chat's room is on n1 (n1-g0); n0's one free GPU is the tighter fit, so chat starts
+    # there and its room on n1 goes back to everyone.
+    kept = {**KEPT, "shards": [{"node": "n1", "gpus": ["n1-g0"], "cpu_cores": 4}]}
+    s = snap(
+        nodes=[node("n0", 1), node("n1", 2)],
+        models=[model("chat", "critical", "org/a")],
+        reservations={"chat": [kept]},
+    )
+    plan = decide(s)
+    assert [sh.node for a in starts(plan) for sh in a.shards] == ["n0"]
+    assert plan.reservations == {}
+    assert plan.models["chat"].reserved == "room kept for it released: it placed elsewhere"
