@@ -89,6 +89,8 @@ def test_a_busy_replica_answers_later() -> None:
     try:
         port = servers.start("alloc-1", "chat")
         base = f"http://127.0.0.1:{port}/v1"
+        # The first request pays for the server's start-up: time the second one alone.
+        httpx.post(f"{base}/embeddings", json={"model": "chat", "input": "a"}, timeout=10)
         started = time.perf_counter()
         httpx.post(f"{base}/embeddings", json={"model": "chat", "input": "a"}, timeout=10)
         alone = time.perf_counter() - started
@@ -98,7 +100,8 @@ def test_a_busy_replica_answers_later() -> None:
             started = time.perf_counter()
             httpx.post(f"{base}/embeddings", json={"model": "chat", "input": "a"}, timeout=10)
             queued = time.perf_counter() - started
-        assert alone < 1.0 < queued
+        # Relative, so a loaded machine slowing both requests alike does not fail it.
+        assert queued > alone + 1.5, (alone, queued)
     finally:
         servers.close()
 
