@@ -1,9 +1,11 @@
-"""Warm starts over a day of on-demand traffic: the same trace replayed twice in one run, with
-cache-aware placement on (the scheduler sees each node's model cache) and off (it sees none),
-and one JSON object: time to ready of every start and of scale-from-zero starts (p50, p95),
-the share of warm starts, the bytes downloaded, and what stayed unplaced.
+"""Warm starts over a day of on-demand traffic: the same trace replayed three times in one
+run: off (the scheduler sees no cache, prefetches nothing), `placement` (cache-aware placement:
+it sees each node's model cache) and `placement_prefetch` (the whole feature: that, and each
+on-demand model with `serve.prefetch: --prefetch`), and one JSON object: time to ready of
+every start and of scale-from-zero starts (p50, p95), the share of warm starts, the bytes
+downloaded (prefetches' included), and what stayed unplaced.
 
-    .venv/bin/python -m bench.warm_starts [--nodes 8] [--step-s 60] [--seed 0]
+    .venv/bin/python -m bench.warm_starts [--nodes 8] [--step-s 60] [--seed 0] [--prefetch 1]
 
 The fleet: nodes of 8 H100s, each with a model-cache volume (one run per size of
 --volumes-gb; `catalog_weights_gb` is all the catalog's weights together). The catalog: two
@@ -21,7 +23,8 @@ ready follows the stand-in model server's (llm_scheduler_standins WeightsTiming)
 --download-gbps then a load at --load-gbps (GB/s), on a warm node the load only, plus
 --overhead-s of server start either way. Off, the caches fill and are used all the same (a
 replica that lands on a node holding its weights starts warm); the scheduler just does not
-aim for them.
+aim for them. A prefetch job the plan starts downloads into its node's cache at
+--download-gbps and keeps its weights by the same rule when done (bench/warm_prefetch.py).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ if __package__ in (None, ""):  # run as a file: make `bench` and `scheduler` imp
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.trace_day import H100, T0, load_at, stop_slowly
+from bench.warm_prefetch import Prefetching
 from llm_scheduler_standins.model_cache import WeightsTiming
 from scheduler.core.decide import decide
 from scheduler.core.fleet import CachedSnapshot, NodeCache
@@ -53,19 +57,23 @@ SIZES = (("8b", 1, 16), ("14b", 1, 28), ("34b", 2, 68), ("70b", 4, 140))
 STEADY = (("chat-70b", "critical", 4, 140, 1, 6, 24), ("chat-8b", "standard", 1, 16, 1, 12, 36))
 
 
-def _model(name: str, cls: str, gpus: int, weights_gb: float, **scaling: Any) -> dict[str, Any]:
+def _model(
+    name: str, cls: str, gpus: int, weights_gb: float, prefetch: int = 0, **scaling: Any
+) -> dict[str, Any]:
     profile = {"name": "p", "gpus": gpus, "cpu_cores": 8 * gpus, "memory_gb": 64 * gpus}
+    serve = {"source": f"org/{name}", "weights_gb": weights_gb}
     return {
         "name": name,
         "owner": "org/day",
         "class": cls,
-        "serve": {"source": f"org/{name}", "weights_gb": weights_gb},
+        "serve": serve | ({"prefetch": prefetch} if prefetch else {}),
         "scaling": scaling,
         "profiles": [profile],
     }
 
 
-def catalog(n_on_demand: int) -> list[dict[str, Any]]:
+def catalog(n_on_demand: int, prefetch: int = 0) -> list[dict[str, Any]]:
+    """The steady models and `n_on_demand` on-demand ones, those with `serve.prefetch`."""
     models = [
         _model(n, c, g, w, min=lo, max=hi, target_per_replica=t) for n, c, g, w, lo, hi, t in STEADY
     ]
@@ -74,7 +82,15 @@ def catalog(n_on_demand: int) -> list[dict[str, Any]]:
         name = f"od-{size}-{i // len(SIZES)}"
         models.append(
             _model(
-                name, "standard", gpus, weights, min=0, max=2, target_per_replica=8, on_demand=True
+                name,
+                "standard",
+                gpus,
+                weights,
+                prefetch,
+                min=0,
+                max=2,
+                target_per_replica=8,
+                on_demand=True,
             )
         )
     return models
@@ -161,6 +177,9 @@ class Run:
     def measure(self) -> None:
         self.starts, self.downloaded, self.failed_downloads, self.unplaced_steps = [], 0, 0, 0
 
+    def keep(self, node: str, source: str, size: int, now: datetime, in_use: set[str]) -> bool:
+        return self.volumes[node].keep(source, size, now, in_use)
+
     def in_use(self, snap: Snapshot) -> dict[str, set[str]]:
         source = {m.name: m.serve.source for m in snap.models if m.serve is not None}
         used: dict[str, set[str]] = {n: set() for n in self.volumes}
@@ -236,8 +255,13 @@ def _ready(snap: Snapshot, run: Run) -> Snapshot:
     return snap.model_copy(update={"replicas": out})
 
 
-def replay(aware: bool, volume_gb: float, args: argparse.Namespace) -> dict[str, Any]:
-    models = catalog(args.on_demand)
+# The sides of a run: what the scheduler sees of the caches, and whether it prefetches.
+MODES = ("off", "placement", "placement_prefetch")
+
+
+def replay(mode: str, volume_gb: float, args: argparse.Namespace) -> dict[str, Any]:
+    aware, prefetching = mode != "off", mode == "placement_prefetch"
+    models = catalog(args.on_demand, args.prefetch if prefetching else 0)
     spans = bursts(
         [m["name"] for m in models if m["scaling"].get("on_demand")], random.Random(args.seed)
     )
@@ -257,18 +281,23 @@ def replay(aware: bool, volume_gb: float, args: argparse.Namespace) -> dict[str,
         timing=WeightsTiming(download_gbps=args.download_gbps, load_gbps=args.load_gbps),
         overhead_s=args.overhead_s,
     )
+    jobs = Prefetching(run.weights, args.download_gbps * GB)
     steps = 86400 // args.step_s
     for k in range(steps * (1 + args.warmup_days)):
         if k == steps * args.warmup_days:  # the day measured starts here, caches as they are
             run.measure()
+            jobs.measure()
         t = (k % steps) * args.step_s
         now = T0 + timedelta(seconds=k * args.step_s)
         demand = Snapshot.model_validate(
             {"now": now.isoformat(), "demand": demand_at(t, now, spans, rng)}
         ).demand
         snap = _ready(snap, run)
-        snap = snap.model_copy(update={"demand": demand, "nodes": run.nodes(snap, aware)})
+        jobs.finish(now, run.keep, run.in_use(snap))
+        update = {"demand": demand, "nodes": run.nodes(snap, aware), "prefetches": jobs.records()}
+        snap = snap.model_copy(update=update)
         plan = decide(snap)
+        jobs.apply(plan.prefetches, now, k)
         live: dict[str, int] = {}
         for r in snap.replicas:
             if r.counts:
@@ -278,7 +307,10 @@ def replay(aware: bool, volume_gb: float, args: argparse.Namespace) -> dict[str,
                 run.started(snap, a, live.get(a.model, 0) == 0)
         run.unplaced_steps += sum(max(s.desired - s.live, 0) for s in plan.models.values())
         snap = stop_slowly(snap, plan, args.step_s)
-    return summary(run, args.step_s)
+    out = summary(run, args.step_s)
+    out["downloaded_gb"] = round((run.downloaded + jobs.downloaded) / GB, 1)
+    prefetched = {"jobs": jobs.started, "gb": round(jobs.downloaded / GB, 1)}
+    return out | {"prefetched": prefetched | {"failed_for_room": jobs.failed}}
 
 
 def _pct(values: list[float], q: float) -> float | None:
@@ -325,20 +357,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--step-s", type=int, default=60)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--warmup-days", type=int, default=1, help="replayed before measuring")
+    parser.add_argument(
+        "--prefetch", type=int, default=1, help="serve.prefetch of each on-demand model (3rd side)"
+    )
     args = parser.parse_args(argv)
     runs = []
     for volume_gb in (float(v) for v in args.volumes_gb.split(",")):
-        on, off = replay(True, volume_gb, args), replay(False, volume_gb, args)
+        sides = {mode: replay(mode, volume_gb, args) for mode in MODES}
+        off = sides["off"]
         ratios = {
-            k: {
-                "p50": _ratio(off[k]["p50_s"], on[k]["p50_s"]),
-                "p95": _ratio(off[k]["p95_s"], on[k]["p95_s"]),
+            mode: {
+                k: {
+                    "p50": _ratio(off[k]["p50_s"], on[k]["p50_s"]),
+                    "p95": _ratio(off[k]["p95_s"], on[k]["p95_s"]),
+                }
+                for k in ("all_starts", "from_zero")
             }
-            for k in ("all_starts", "from_zero")
+            for mode, on in sides.items()
+            if mode != "off"
         }
-        runs.append(
-            {"volume_gb": volume_gb, "cache_aware": on, "cache_blind": off, "off_over_on": ratios}
-        )
+        runs.append({"volume_gb": volume_gb, **sides, "off_over": ratios})
     weights = sum(m["serve"]["weights_gb"] for m in catalog(args.on_demand))
     out = {"bench": "warm_starts", **vars(args), "catalog_weights_gb": weights, "runs": runs}
     print(json.dumps(out, indent=2))

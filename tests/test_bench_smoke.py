@@ -28,7 +28,6 @@ from bench import (  # noqa: E402
     prefetch_cost,
     quality,
     snapshot_layout,
-    warm_starts,
 )
 from scheduler.core.mig_geometry import LayoutError, plan_layout  # noqa: E402
 
@@ -113,18 +112,6 @@ def test_steady_snapshot_with_caches_holds_what_runs_on_each_node() -> None:
         assert all(f"org/{r.model}" in held[sh.node] for sh in r.shards)
     bare = fleetgen.steady_snapshot(60, seed=2)
     assert [r.shards for r in bare.replicas] == [r.shards for r in snap.replicas]
-
-
-def test_a_simulated_cache_evicts_the_least_recently_used_weights_not_in_use() -> None:
-    gb, t = warm_starts.GB, fleetgen.NOW
-    vol = warm_starts.NodeVolume(100 * gb)
-    assert vol.keep("org/a", 40 * gb, t, set()) and vol.keep("org/b", 40 * gb, t, set())
-    later = t.replace(minute=5)
-    vol.held["org/a"] = (40 * gb, later)  # a used since: b is the least recently used
-    assert vol.keep("org/c", 40 * gb, later, set())
-    assert set(vol.held) == {"org/a", "org/c"}
-    assert not vol.keep("org/d", 80 * gb, later, {"org/a", "org/c"})  # both run: no room
-    assert vol.report({"org/a"}).free_bytes == 60 * gb
 
 
 # ---------------------------------------------------------------- yardsticks
@@ -336,21 +323,6 @@ def test_quality_script_prints_sane_json() -> None:
         assert 0 < out[key]["min"] <= out[key]["mean"] <= 1.0 + 1e-9
     totals = out["placed_gpu_demand_total"]
     assert totals["optimum"] >= totals["ours"] and totals["optimum"] >= totals["first_fit"]
-
-
-def test_warm_starts_script_prints_sane_json() -> None:
-    out = _run_json(
-        "bench.warm_starts",
-        *("--nodes", "4", "--on-demand", "4", "--step-s", "600", "--warmup-days", "0"),
-        *("--volumes-gb", "200"),
-    )
-    (run,) = out["runs"]
-    for side in ("cache_aware", "cache_blind"):
-        starts = run[side]["all_starts"]
-        assert starts["starts"] >= run[side]["from_zero"]["starts"] > 0
-        assert 0 <= starts["warm_share"] <= 1
-        assert 20 < starts["p50_s"] <= starts["p95_s"]
-        assert run[side]["downloaded_gb"] > 0
 
 
 def test_render_job_script_prints_every_runtime_and_shape() -> None:
