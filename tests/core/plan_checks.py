@@ -18,6 +18,7 @@ from scheduler.core.models import (
     Model,
     Node,
     Plan,
+    Profile,
     Replica,
     Snapshot,
     StopAction,
@@ -54,7 +55,21 @@ class Index:
 
 def retired(a: StopAction) -> bool:
     """Stopped whatever the demand: stuck starting past its load grace."""
-    return "past its load grace" in a.reason
+    return a.code == "timed_out"
+
+
+def held_profile(m: Model, name: str) -> Profile:
+    """The profile a replica runs; for one since removed from its model, what the core
+    reckons it holds (facts.shard_held): the most any profile of the model asks (its GPUs
+    are read from its devices)."""
+    prof = m.profile(name)
+    if prof is not None:
+        return prof
+    return Profile(
+        name=name,
+        cpu_cores=max(p.cpu_cores for p in m.profiles),
+        memory_gb=max(p.memory_gb for p in m.profiles),
+    )
 
 
 def device_gpus(idx: Index, dev: str) -> float:
@@ -120,8 +135,7 @@ def check_node_resources(snap: Snapshot, plan: Plan) -> None:
     mem: dict[str, float] = {}
 
     def hold(model: str, profile: str, nodes: list[str]) -> None:
-        prof = idx.models[model].profile(profile)
-        assert prof is not None
+        prof = held_profile(idx.models[model], profile)
         for n in nodes:
             cpu[n] = cpu.get(n, 0.0) + prof.cpu_cores
             mem[n] = mem.get(n, 0.0) + prof.memory_gb
@@ -153,8 +167,7 @@ def check_quotas(snap: Snapshot, plan: Plan) -> None:
 
     for r in snap.replicas:
         model = idx.models[r.model]
-        prof = model.profile(r.profile)
-        assert prof is not None
+        prof = held_profile(model, r.profile)
         gpus = sum(device_gpus(idx, d) for s in r.shards for d in s.gpus)
         n = len(r.shards)
         charge(model.owner, (gpus, prof.cpu_cores * n, prof.memory_gb * n))
@@ -214,8 +227,9 @@ def borrowed_ids(idx: Index) -> set[str]:
         total = [0.0, 0.0, 0.0]
         for r in sorted(reps, key=lambda r: (r.created_at, r.id)):
             prof = idx.models[r.model].profile(r.profile)
-            assert prof is not None
-            for i, v in enumerate(profile_need(prof)):
+            # A removed profile's replica asks nothing of a guarantee (facts: need ZERO).
+            need = profile_need(prof) if prof is not None else (0.0, 0.0, 0.0)
+            for i, v in enumerate(need):
                 total[i] += v
             if any(t > c + EPS for t, c in zip(total, g[1], strict=True)):
                 out.add(r.id)
@@ -361,6 +375,12 @@ def being_replaced(snap: Snapshot, idx: Index, m: Model, desired: int) -> set[st
     moving = {r.id for r in counting if snap.moves.get(r.id) in ids}
     if moving:
         return moving
+    # A roll-out under way (or one that stalled) replaces by spec instead (lifecycle.renew).
+    specs = snap.specs.get(m.name) or {}
+    if snap.stalled.get(m.name) in specs.values() or any(
+        r.spec and specs.get(r.profile) and r.spec != specs[r.profile] for r in counting
+    ):
+        return set()
     extra = len(counting) - desired
     if extra <= 0:
         return set()

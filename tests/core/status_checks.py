@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from plan_checks import (
     Index,
@@ -15,14 +16,51 @@ from plan_checks import (
 )
 from scenario_runs import starts_of, stops_of
 
+from scheduler.core.codes import StopCode
 from scheduler.core.models import Model, ModelStatus, Plan, Snapshot
+
+# Stops of replicas replaced make-before-break (rule L1): they count toward no desired count.
+REPLACED: frozenset[StopCode] = frozenset(
+    {"draining", "rolling_update", "rollout_stalled", "consolidation", "profile_removed"}
+)
+
+
+@dataclass
+class Replaced:
+    """A model's live replicas that do not count toward its desired count in this pass, as
+    the snapshot says (rule L1), and how many more a roll-out may be replacing unseen."""
+
+    ids: set[str]
+    unseen: int
+
+
+def replaced(snap: Snapshot, idx: Index, m: Model, desired: int, plan: Plan) -> Replaced:
+    """On a removed profile, on a draining node (unless stopped as timed out), moved or on a
+    worse profile (being_replaced), or stopped by the plan as replaced. Outdated replicas of a
+    roll-out not stopped yet may be replaced too (the surge decides how many): `unseen`."""
+    stops = [a for a in stops_of(plan) if a.model == m.name]
+    timed_out = {a.replica for a in stops if retired(a)}
+    draining = {n.id for n in snap.nodes if n.draining}
+    ids = being_replaced(snap, idx, m, desired)
+    for r in idx.live(m.name):
+        if m.profile(r.profile) is None or any(sh.node in draining for sh in r.shards):
+            ids.add(r.id)
+    ids |= {a.replica for a in stops if a.code in REPLACED}
+    ids -= timed_out
+    specs = snap.specs.get(m.name) or {}
+    outdated = {
+        r.id
+        for r in idx.live(m.name)
+        if r.spec and specs.get(r.profile) and r.spec != specs[r.profile]
+    }
+    return Replaced(ids, len(outdated - ids - timed_out))
 
 
 def check_statuses(snap: Snapshot, plan: Plan) -> None:
     """P6: every model reported; desired within bounds; live counted; pending as it should."""
     idx = Index.of(snap)
     assert set(plan.models) == set(idx.models)
-    starts, scale_downs, replaced_stops = _growth_and_stops(plan)
+    starts, scale_downs = _growth_and_scale_downs(plan)
     live_holds = {
         name
         for name, h in snap.holds.items()
@@ -33,23 +71,27 @@ def check_statuses(snap: Snapshot, plan: Plan) -> None:
     for name, status in plan.models.items():
         m = idx.models[name]
         _check_desired(snap, idx, m, status)
-        assert status.live == len(idx.live(name))
+        # A removed profile's replica is not live: it is replaced (rule L1).
+        current = {r.id for r in idx.live(name) if m.profile(r.profile) is not None}
+        assert status.live == len(current)
+        _check_replaced_stops(snap, idx, m, status.desired, plan)
         # Replicas replaced make-before-break are not live for scaling: never scaled down, and
         # the model grows their replacements (they stop once the others cover for them).
-        old = len(being_replaced(snap, idx, m, status.desired))
-        assert replaced_stops.get(name, 0) <= old, f"{name}: consolidation stops a replica"
-        live = status.live - old
+        gone = replaced(snap, idx, m, status.desired, plan)
+        live = status.live - len(gone.ids & current)
         # What placement grows to: desired, less what the scale-down window only keeps.
         target = status.desired
         if status.recommended is not None:
             target = min(target, status.recommended)
         got = starts.get(name, 0)
-        assert got <= max(target - live, 0), f"{name}: started past desired"
+        assert got <= max(target - live + gone.unseen, 0), f"{name}: started past desired"
         timed_out = sum(1 for a in stops_of(plan) if a.model == name and retired(a))
-        assert scale_downs.get(name, 0) == max(live - timed_out - status.desired, 0)
-        if live + got >= target:
+        most = max(live - timed_out - status.desired, 0)
+        least = max(live - gone.unseen - timed_out - status.desired, 0)
+        assert least <= scale_downs.get(name, 0) <= most, f"{name}: scaled down wrongly"
+        if live - gone.unseen + got >= target:
             assert status.pending is None, f"{name}: pending though it has what it wants"
-        else:
+        elif live + got < target:
             assert status.pending and status.pending.strip(), f"{name}: short, no reason"
         if name in live_holds:
             assert got == 0, f"{name} started while held"
@@ -60,8 +102,29 @@ def check_statuses(snap: Snapshot, plan: Plan) -> None:
     assert all(a.reason.strip() for a in starts_of(plan))
 
 
-def _growth_and_stops(plan: Plan) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
-    """Per model: replicas started as growth, stopped by scale-down, and stopped as replaced."""
+def _check_replaced_stops(snap: Snapshot, idx: Index, m: Model, desired: int, plan: Plan) -> None:
+    """A stop coded as a replacement names a replica the snapshot says is replaced so."""
+    draining = {n.id for n in snap.nodes if n.draining}
+    moving = being_replaced(snap, idx, m, desired)
+    specs = snap.specs.get(m.name) or {}
+    for a in stops_of(plan):
+        if a.model != m.name or a.code not in REPLACED:
+            continue
+        r = idx.replicas[a.replica]
+        if a.code == "draining":
+            assert any(sh.node in draining for sh in r.shards), f"{r.id}: not draining"
+        elif a.code == "profile_removed":
+            assert m.profile(r.profile) is None, f"{r.id}: its profile is still there"
+        elif a.code == "consolidation":
+            assert r.id in moving, f"{m.name}: consolidation stops {r.id}"
+        elif a.code == "rolling_update":
+            assert r.spec and specs.get(r.profile) not in (None, r.spec), f"{r.id}: current"
+        else:
+            assert r.state == "starting", f"{r.id}: a stalled roll-out stops a serving replica"
+
+
+def _growth_and_scale_downs(plan: Plan) -> tuple[dict[str, int], dict[str, int]]:
+    """Per model: replicas started as growth, and stopped by scale-down (by the stop's code)."""
     starts: dict[str, int] = {}
     # A move's replacement (consolidation, defragmentation) starts beside the replica
     # it replaces, make-before-break: it is not growth past desired.
@@ -70,16 +133,11 @@ def _growth_and_stops(plan: Plan) -> tuple[dict[str, int], dict[str, int], dict[
         if a.replica not in moving:
             starts[a.model] = starts.get(a.model, 0) + 1
     scale_downs: dict[str, int] = {}
-    replaced_stops: dict[str, int] = {}
     for stop in stops_of(plan):
-        if stop.preempted_for is not None or retired(stop):
-            continue
-        if stop.reason.startswith("consolidation:"):
-            # A replica being replaced (see being_replaced), stopped once the others cover.
-            replaced_stops[stop.model] = replaced_stops.get(stop.model, 0) + 1
-        else:
+        if stop.code == "scale_down":
+            assert stop.preempted_for is None
             scale_downs[stop.model] = scale_downs.get(stop.model, 0) + 1
-    return starts, scale_downs, replaced_stops
+    return starts, scale_downs
 
 
 def _check_desired(snap: Snapshot, idx: Index, m: Model, status: ModelStatus) -> None:
@@ -113,20 +171,15 @@ def check_scale_down(snap: Snapshot, plan: Plan) -> None:
     idx = Index.of(snap)
     by_model: dict[str, set[str]] = {}
     for a in stops_of(plan):
-        if a.reason.startswith("scale down"):
+        if a.code == "scale_down":
             assert a.preempted_for is None
             by_model.setdefault(a.model, set()).add(a.replica)
-    # Replicas that go whatever the demand (load-grace time-outs) or are replaced by a better
-    # placement are not the
-    # scale-down's to choose.
-    gone = {
-        a.replica
-        for a in stops_of(plan)
-        if retired(a) or a.reason.startswith(("consolidation:", "replaced"))
-    }
+    # Replicas that go whatever the demand (load-grace time-outs) are not the scale-down's
+    # to choose.
+    gone = {a.replica for a in stops_of(plan) if retired(a)}
     for name, ids in by_model.items():
-        # Nor are replicas being replaced (kept until the others cover for them).
-        gone |= being_replaced(snap, idx, idx.models[name], plan.models[name].desired)
+        # Nor are replicas replaced make-before-break (kept until the others cover for them).
+        gone |= replaced(snap, idx, idx.models[name], plan.models[name].desired, plan).ids
         live = sorted(
             (r for r in idx.live(name) if r.id not in gone),
             key=lambda r: (r.created_at, r.id),
