@@ -16,12 +16,18 @@ from plan_checks import (
 )
 from scenario_runs import starts_of, stops_of
 
-from scheduler.core.codes import StopCode
 from scheduler.core.models import Model, ModelStatus, Plan, Snapshot
 
 # Stops of replicas replaced make-before-break (rule L1): they count toward no desired count.
-REPLACED: frozenset[StopCode] = frozenset(
-    {"draining", "rolling_update", "rollout_stalled", "consolidation", "profile_removed"}
+REPLACED: frozenset[str] = frozenset(
+    {
+        "draining",
+        "unhealthy_gpu",
+        "rolling_update",
+        "rollout_stalled",
+        "consolidation",
+        "profile_removed",
+    }
 )
 
 
@@ -119,7 +125,7 @@ def _check_replaced_stops(snap: Snapshot, idx: Index, m: Model, desired: int, pl
             assert r.id in moving, f"{m.name}: consolidation stops {r.id}"
         elif a.code == "rolling_update":
             assert r.spec and specs.get(r.profile) not in (None, r.spec), f"{r.id}: current"
-        else:
+        elif a.code == "rollout_stalled":
             assert r.state == "starting", f"{r.id}: a stalled roll-out stops a serving replica"
 
 
