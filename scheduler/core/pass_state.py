@@ -175,7 +175,8 @@ class PassState:
         self.settings: Settings = snapshot.settings
         self.now: datetime = snapshot.now
         s = self.settings
-        warmth = Warmth(snapshot.nodes, s.download_gbps, s.load_gbps)
+        # Where models' weights are cached: read by placement and by the prefetch step.
+        self.warmth = warmth = Warmth(snapshot.nodes, s.download_gbps, s.load_gbps)
         self.placer = Placer(
             default_filters(warmth) + list(extra.filters),
             default_scorers(warmth) + list(extra.scorers),

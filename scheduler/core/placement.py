@@ -304,6 +304,10 @@ class Placer:
         said = self.cache.node_verdict(model, profile, ns, self._key(model, profile)).reason
         if said is not None:
             return not said.unresolvable
+        # Rule W2's "no" stands whatever is stopped, though the walk may have met an earlier
+        # filter's (no free GPU) first on the node.
+        if self.warmth.lacks_room(model, ns.node):
+            return False
         failure = self.failures.get((model.name, profile.name))
         if failure is None or failure.version != version:
             return True

@@ -22,7 +22,6 @@ from scheduler.core.prefetch_records import (
     PrefetchCode,
     PrefetchStatus,
 )
-from scheduler.core.warmth import GB
 
 # What one prefetch job asks of its node (the job's resources, scheduler/adapters).
 PREFETCH_CPU_CORES = 0.5
@@ -78,25 +77,13 @@ def prefetch(st: PassState) -> tuple[list[PrefetchAction], dict[str, PrefetchSta
 
 
 class _Fleet:
-    """What every model's turn reads, worked out once per pass: the nodes whose caches hold
-    each repository revision, the weights' sizes they report, the prefetches by model, and the
-    nodes open to a prefetch (a reported cache, eligible, not draining, room for the job) by
-    node kind, the most free cache bytes first."""
+    """What every model's turn reads, worked out once per pass: the prefetches by model, and
+    the nodes open to a prefetch (a reported cache, eligible, not draining, room for the job)
+    by node kind, the most free cache bytes first. Where weights are cached, and their sizes,
+    come from the pass's Warmth, which placement reads too: one index of the caches a pass."""
 
     def __init__(self, st: PassState, room: _Room) -> None:
-        self.holding: dict[tuple[str, str], set[str]] = {}  # (source, ref or commit) -> nodes
-        self.indexed: dict[str, int] = {}  # source -> largest safetensors index total_size
-        self.sized: dict[str, int] = {}  # source -> largest snapshot bytes
-        for node in st.snapshot.nodes:
-            for snap in node.cache.snapshots if node.cache is not None else ():
-                for ref in (snap.commit, *snap.revisions):
-                    self.holding.setdefault((snap.source, ref), set()).add(node.id)
-                if snap.weights_bytes:
-                    self.indexed[snap.source] = max(
-                        self.indexed.get(snap.source, 0), snap.weights_bytes
-                    )
-                if snap.bytes > 0:
-                    self.sized[snap.source] = max(self.sized.get(snap.source, 0), snap.bytes)
+        self.warmth = st.warmth
         self.prefetches: dict[str, list[Prefetch]] = {}
         for p in st.snapshot.prefetches:
             self.prefetches.setdefault(p.model, []).append(p)
@@ -110,16 +97,6 @@ class _Fleet:
         for found in self.by_kind.values():
             found.sort(key=_best_first)
         self.kinds = st.inv.kinds
-
-    def cached(self, source: str, revision: str | None) -> set[str]:
-        """The nodes whose cache holds `source` at `revision` (None: `main`), as
-        NodeCache.holds says."""
-        return self.holding.get((source, revision or "main"), set())
-
-    def size(self, source: str, weights_gb: float | None) -> int | None:
-        """The weights' size as weight_bytes (core/warmth.py) says it, from the index."""
-        found = self.indexed.get(source) or self.sized.get(source)
-        return found or (round(weights_gb * GB) if weights_gb else None)
 
     def open_nodes(self, model: Model, size: int | None) -> Iterator[NodeState]:
         """The open nodes of the kinds one of the model's profiles may land on, best first,
@@ -203,7 +180,8 @@ def _model_prefetch(
     ours = [p for p in mine if p.source == source and p.revision == revision]
     failed = sorted({p.node for p in ours if p.state == "failed"})
     running = {p.node for p in ours if p.id in room.kept}
-    cached = fleet.cached(source, revision) | {p.node for p in ours if p.state == "complete"}
+    # The nodes whose cache holds the revision (NodeCache.holds), and those just fetched.
+    cached = set(fleet.warmth.warm_set(model)) | {p.node for p in ours if p.state == "complete"}
     missing = wanted - len(cached | running)
     starts: list[PrefetchAction] = []
     short: str | None = None
@@ -212,7 +190,7 @@ def _model_prefetch(
         short, code = _limit(missing, st.settings.prefetch_max)
     elif missing > 0:
         skip = cached | running | set(failed) | _replica_nodes(st, model.name)
-        size = fleet.size(source, serve.weights_gb)
+        size = fleet.warmth.weight_bytes(model)
         want = min(missing, room.budget)
         found = _candidates(fleet, model, skip, size, room, want + 1)
         for ns in found[:want]:

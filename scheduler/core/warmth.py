@@ -79,11 +79,15 @@ class Warmth:
             return ()
         found = self._warm.get(model.name)
         if found is None:
-            revision = model.serve.revision
+            wanted = model.serve.revision or "main"
             ids: list[str] = []
             source = model.serve.source
             for nid, snap in zip(self._node_ids(source), self._held(source), strict=True):
-                if snap.matches(revision) and (not ids or ids[-1] != nid):
+                # CachedSnapshot.matches, inline: from the compiled core a record's method is
+                # a call into the interpreter, and this runs for every cached snapshot.
+                if (wanted == snap.commit or wanted in snap.revisions) and (
+                    not ids or ids[-1] != nid
+                ):
                     ids.append(nid)
             found = self._warm[model.name] = tuple(ids)
             self._warm_set[model.name] = frozenset(found)

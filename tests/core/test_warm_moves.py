@@ -6,10 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 import preemption_snapshots as hand
-from test_warm_placement import LONG_AGO, cache, model, node, snapshot, started_on
+from test_warm_placement import LONG_AGO, cache, filler, model, node, snapshot, started_on
 
 from scheduler.core.decide import decide
 from scheduler.core.models import Snapshot, StopAction
+from scheduler.core.pass_state import PassState
+from scheduler.core.plugins import Plugins
 from scheduler.core.simulate import apply_plan
 
 
@@ -117,3 +119,22 @@ def test_a_model_scaled_to_zero_keeps_its_weights_and_comes_back_warm() -> None:
         {**after.model_dump(mode="json", by_alias=True), "demand": {"m": {"inflight": 5}}}
     )
     assert started_on(decide(back)) == ["n2"]
+
+
+def test_no_victim_search_where_the_cache_lacks_room_for_the_weights() -> None:
+    """Rule W2's "no" stands whatever is stopped, though the placing walk met "no free GPU"
+    first on a full node: preemption could help only where the cache has room."""
+    nodes = [
+        node("short", gpus=1, cached=cache("org/x", free_gb=1)),
+        node("roomy", gpus=1, cached=cache("org/x", free_gb=100)),
+    ]
+    fill = filler("short", 1) + filler("roomy", 1)
+    st = PassState(snapshot(nodes, [model("m", weights_gb=16.0)], replicas=fill), Plugins())
+    m = st.model("m")
+    assert m is not None
+    assert st.placer.place(m, st.inv).placement is None
+    could = {
+        nid: st.placer.preemption_could_help(m, m.profiles[0], ns, st.inv.version)
+        for nid, ns in st.inv.nodes.items()
+    }
+    assert could == {"short": False, "roomy": True}
