@@ -10,6 +10,7 @@ from typing import Literal
 StopCode = Literal[
     "timed_out",  # still starting past its model's load_grace_s (rule L2)
     "draining",  # its node is draining (rule L1)
+    "unhealthy_gpu",  # a device it holds was marked unhealthy (rule L1)
     "rolling_update",  # replaced by a replica on the model's new spec (rule L1)
     "rollout_stalled",  # a replacement on the new spec did not start
     "consolidation",  # moved to a better placement (rule L1)

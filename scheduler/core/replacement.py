@@ -27,20 +27,22 @@ def replace(
     movers: list[Replica],
     counting: list[Replica],
     why: tuple[StopWhy, StopWhy],
+    whys: dict[str, tuple[StopWhy, StopWhy]] | None = None,
 ) -> None:
     """`movers` (already not live) are stopped at once when not serving, and otherwise only
     once enough replicas elsewhere run to cover the model's desired count. `why`: the reason
-    when it is not serving yet, and the one once others cover for it."""
+    when it is not serving yet, and the one once others cover for it (`whys`: per replica)."""
     retired = st.ledger.retired
     serving = [r for r in movers if r.state == "running"]
     running_elsewhere = sum(1 for r in counting if r.state == "running" and r.id not in retired)
     spare = running_elsewhere + len(serving) - st.counts.desired[m.name]
     for r in movers:
+        said = whys.get(r.id, why) if whys else why
         if r.state != "running":
-            retire_one(st, r, m, why[0])
+            retire_one(st, r, m, said[0])
         elif spare > 0:
             spare -= 1
-            retire_one(st, r, m, why[1])
+            retire_one(st, r, m, said[1])
 
 
 def start_move(st: PassState, m: Model, r: Replica, fitted: Placement, why: StartWhy) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from scheduler.core.facts import Shape
 from scheduler.core.lifecycle import renew, stall
 from scheduler.core.models import Model, ModelStatus, Replica, StoppedReplica, rfc3339
 from scheduler.core.pass_state import PassState, StopWhy
@@ -19,29 +20,95 @@ DRAIN: tuple[StopWhy, StopWhy] = (
 
 def retire(st: PassState) -> None:
     """Replicas that go whatever the demand. One still starting past its model's load_grace_s
-    is stopped. One on a draining node no longer counts as live, so the model grows a
-    replacement elsewhere (where room allows) while it still serves; it is stopped once it
-    is not serving, or once enough replicas elsewhere run (make-before-break). Roll-outs and
-    moves under way are renewed first (lifecycle.renew)."""
+    is stopped. One on a draining node, or on a device its node's reporter marked unhealthy,
+    no longer counts as live, so the model grows a replacement elsewhere (where room allows)
+    while it still serves; it is stopped once it is not serving, or once enough replicas
+    elsewhere run (make-before-break). Roll-outs and moves under way are renewed first
+    (lifecycle.renew)."""
     draining = {n.id for n in st.snapshot.nodes if n.draining}
+    sick, sick_models = unhealthy_devices(st)
     for m in st.snapshot.models:
         renew(st, m)
-        if not draining and m.name not in st.inv.facts.starting:
+        name = m.name
+        if not draining and name not in sick_models and name not in st.inv.facts.starting:
             continue  # the common case: nothing to look at
         # A replica of a removed profile is not counted already; replace_stale sees to it.
-        counting = sorted(st.inv.facts.current.get(m.name, ()), key=lambda r: (r.created_at, r.id))
+        counting = sorted(st.inv.facts.current.get(name, ()), key=lambda r: (r.created_at, r.id))
         movers: list[Replica] = []
+        whys: dict[str, tuple[StopWhy, StopWhy]] = {}
         for r in counting:
             if r.id in st.ledger.retired:
                 continue  # already being replaced (rolling update)
             if r.state == "starting" and _timed_out(st, m, r):
                 continue
-            if draining and any(sh.node in draining for sh in r.shards):
+            why = _replaced_why(r, draining, sick)
+            if why is not None:
                 movers.append(r)
+                whys[r.id] = why
                 st.ledger.retired.add(r.id)
-                st.counts.live[m.name] -= 1
+                st.counts.live[name] -= 1
         if movers:
-            replace(st, m, movers, counting, DRAIN)
+            replace(st, m, movers, counting, DRAIN, whys)
+            _say_sick(st, m, [r for r in movers if whys[r.id] is not DRAIN], sick)
+
+
+def _replaced_why(
+    r: Replica, draining: set[str], sick: dict[str, str]
+) -> tuple[StopWhy, StopWhy] | None:
+    """Why the replica is replaced whatever the demand (None: it is not)."""
+    if draining and any(sh.node in draining for sh in r.shards):
+        return DRAIN
+    for sh in r.shards if sick else ():
+        for d in sh.gpus:
+            if d in sick:
+                where = f"its GPU {d} on {sh.node} is unhealthy"
+                return ("unhealthy_gpu", f"{where}; not serving yet"), (
+                    "unhealthy_gpu",
+                    f"{where}; replaced elsewhere",
+                )
+    return None
+
+
+def _say_sick(st: PassState, m: Model, movers: list[Replica], sick: dict[str, str]) -> None:
+    """The model's status says which replicas are replaced for an unhealthy device."""
+    if not movers:
+        return
+    devices = sorted({d for r in movers for sh in r.shards for d in sh.gpus if d in sick})
+    where = ", ".join(f"{d} on {sick[d]}" for d in devices)
+    n = len(movers)
+    said = f"replacing {n} replica{'s' if n != 1 else ''} on an unhealthy GPU ({where})"
+    before = st.ledger.rollout.get(m.name)
+    st.ledger.rollout[m.name] = said if before is None else f"{before}; {said}"
+
+
+def unhealthy_devices(st: PassState) -> tuple[dict[str, str], set[str]]:
+    """The devices the node's reporter marked unhealthy (XID errors, ECC, lost: a whole GPU, a
+    MIG slice, or every slice of an unhealthy GPU) on nodes holding replicas, with their node,
+    and the models with replicas there. Only nodes that hold replicas and whose shape shows an
+    unhealthy GPU, or MIG GPUs (a slice's health is not in the shape), are looked into."""
+    suspect = {ns.kind for ns in st.inv.kinds if _may_be_sick(ns.shape)}
+    sick: dict[str, str] = {}
+    models: set[str] = set()
+    if not suspect:
+        return sick, models
+    for node in st.snapshot.nodes:
+        ns = st.inv.nodes[node.id]
+        if ns.kind not in suspect or not ns.per_model:
+            continue
+        found = False
+        for gpu in node.gpus:
+            for d in [gpu, *(gpu.mig or ())]:
+                if not (d.healthy and gpu.healthy):
+                    sick[d.id] = node.id
+                    found = True
+        if found:
+            models.update(ns.per_model)
+    return sick, models
+
+
+def _may_be_sick(shape: Shape) -> bool:
+    _, whole, mig = shape
+    return bool(mig) or any(not healthy for _, _, healthy in whole)
 
 
 def timed_out_at(created_at: datetime, load_grace_s: int) -> datetime:

@@ -52,6 +52,13 @@ class Index:
     def live(self, model: str) -> list[Replica]:
         return [r for r in self.snap.replicas if r.model == model and r.counts]
 
+    def healthy(self, dev: str) -> bool:
+        """A whole GPU or a MIG slice (and its GPU) not marked unhealthy; unknown ids are."""
+        if dev in self.slices:
+            _, gpu, sl = self.slices[dev]
+            return gpu.healthy and sl.healthy
+        return dev not in self.gpus or self.gpus[dev][1].healthy
+
 
 def retired(a: StopAction) -> bool:
     """Stopped whatever the demand: stuck starting past its load grace."""
@@ -369,23 +376,25 @@ def being_replaced(snap: Snapshot, idx: Index, m: Model, desired: int) -> set[st
     desired, running replicas on a worse profile than the best one live, the worst first
     (placement "preferred": the generated catalogs have no "cheapest"). They are not live
     for scaling: not scaled down, and the model grows their replacements (they stop,
-    "consolidation: ...", once the others cover for them)."""
+    "consolidation: ...", once the others cover for them). Besides, every replica holding a
+    device marked unhealthy (retirement.retire: replaced as a drain is)."""
     counting = [r for r in idx.live(m.name) if m.profile(r.profile) is not None]
+    sick = {r.id for r in counting if any(not idx.healthy(d) for sh in r.shards for d in sh.gpus)}
     ids = {r.id for r in counting}
     moving = {r.id for r in counting if snap.moves.get(r.id) in ids}
     if moving:
-        return moving
+        return moving | sick
     # A roll-out under way (or one that stalled) replaces by spec instead (lifecycle.renew).
     specs = snap.specs.get(m.name) or {}
     if snap.stalled.get(m.name) in specs.values() or any(
         r.spec and specs.get(r.profile) and r.spec != specs[r.profile] for r in counting
     ):
-        return set()
+        return sick
     extra = len(counting) - desired
     if extra <= 0:
-        return set()
+        return sick
     rank = {p.name: i for i, p in enumerate(m.profiles)}
     ranked = sorted(counting, key=lambda r: (rank[r.profile], r.created_at, r.id))
     best = rank[ranked[0].profile]
     worse = [r for r in reversed(ranked) if r.state == "running" and rank[r.profile] > best]
-    return {r.id for r in worse[:extra]}
+    return {r.id for r in worse[:extra]} | sick

@@ -16,6 +16,7 @@ from tests.core import preemption_snapshots as hand
 STOP_WORDS = {
     "timed_out": "still starting after",
     "draining": "its node is draining",
+    "unhealthy_gpu": "its GPU",
     "rolling_update": "rolling update:",
     "rollout_stalled": "roll-out stopped:",
     "consolidation": "consolidation:",

@@ -3,7 +3,7 @@ keeps (rule S2). Plan tests over passes: snapshot in, plan out."""
 
 from __future__ import annotations
 
-from lifecycle_snapshots import A100, _model, _node, _rep, _simulate, _starts, _stops
+from lifecycle_snapshots import A100, _model, _node, _plan, _rep, _simulate, _starts, _stops
 
 # Demand for two replicas, room for four: the scale-down window could keep a third.
 SCALING = {"min": 1, "max": 4, "target_per_replica": 10}
@@ -35,3 +35,42 @@ def test_a_moves_new_replica_is_the_replacement_not_growth() -> None:
     assert all(p.models["m"].desired == 2 for p in plans)
     assert plans[-1].actions == []
     assert sorted(r for p in plans for r in _stops(p)) == ["r-a0", "r-a1"]
+
+
+# ---------------------------------------------------------------- unhealthy GPUs
+
+
+def _sick(node: dict, gpu: int = 0) -> dict:
+    """The node with one GPU its reporter marked unhealthy (XID errors, ECC, lost)."""
+    gpus = [dict(g) for g in node["gpus"]]
+    gpus[gpu]["healthy"] = False
+    return {**node, "gpus": gpus}
+
+
+def test_a_replica_on_an_unhealthy_gpu_is_replaced_make_before_break() -> None:
+    nodes = [_sick(_node("n1")), _node("n2")]
+    reps = [_rep("r-0", "n1"), _rep("r-1", "n1", gpu=1)]
+    plans = _simulate(nodes, reps, _model(2), 4)
+    first = plans[0]
+    (start,) = _starts(first)
+    assert start.shards[0].node == "n2" and _stops(first) == {}  # it serves until covered
+    assert first.models["m"].rollout == "replacing 1 replica on an unhealthy GPU (n1-g0 on n1)"
+    stops = [a for p in plans for a in p.actions if a.op == "stop"]
+    assert [(a.replica, a.code) for a in stops] == [("r-0", "unhealthy_gpu")]
+    assert stops[0].reason == "its GPU n1-g0 on n1 is unhealthy; replaced elsewhere"
+    assert plans[-1].actions == [] and plans[-1].models["m"].rollout is None
+
+
+def test_without_room_it_serves_on_and_the_status_says_why() -> None:
+    nodes = [_sick(_node("n1"))]
+    plan = _simulate(nodes, [_rep("r-0", "n1"), _rep("r-1", "n1", gpu=1)], _model(2), 1)[0]
+    assert plan.actions == []
+    status = plan.models["m"]
+    assert status.rollout == "replacing 1 replica on an unhealthy GPU (n1-g0 on n1)"
+    assert status.pending_code == "no_room" and status.live == 2
+    # One still starting there is not serving: it goes at once.
+    fresh = _rep("r-0", "n1", state="starting", created="2026-12-02T09:59:00Z")
+    plan = _plan(nodes, [fresh], _model(1))
+    assert [(a.replica, a.code) for a in plan.actions if a.op == "stop"] == [
+        ("r-0", "unhealthy_gpu")
+    ]

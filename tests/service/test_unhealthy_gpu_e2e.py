@@ -84,3 +84,46 @@ def test_scheduler_avoids_a_gpu_the_reporter_marks_unhealthy(cluster: DevCluster
     finally:
         svc.stop()
         writer.close()
+
+
+@pytest.mark.timeout(60)
+def test_a_replica_whose_gpu_turns_unhealthy_is_replaced_make_before_break(
+    cluster: DevCluster,
+) -> None:
+    node = next(n for n in small_fleet() if n.id == "node-h1")
+    cluster.nomad.set_node_eligibility("node-h2", False)
+    cluster.nomad.set_node_eligibility("node-m1", False)
+    fake = FakeNvml(fleet_for_node(node))
+    probe = NvmlProbe(node.id, nvml=fake)
+    probe.open()
+    writer = ReportWriter(
+        consul_client(cluster.consul_url),
+        LAYOUT.node_gpus_key(node.id),
+        ttl_s=30,
+        session_name="gpu-reporter node-h1",
+    )
+    assert writer.publish(probe.read())  # every GPU healthy
+
+    svc = Service(service_config(cluster))
+    svc.run_in_thread()
+    try:
+        wait_for(lambda: svc.leader.is_leader, what="leadership")
+        put(
+            cluster,
+            LAYOUT.model_key("small"),
+            model_value([{"name": "one", "gpus": 1}], scaling={"min": 1, "max": 1}),
+        )
+        (first,) = wait_for(lambda: _used(cluster) or None, what="a GPU allocated")
+        # The reporter sees an XID on the replica's GPU; the scheduler reads it from KV.
+        fake.inject_xid([g.id for g in node.gpus].index(first), XID_FALLEN_OFF_THE_BUS)
+        assert writer.publish(probe.read())
+        record = wait_for(
+            lambda: (status(cluster, "small") or {}).get("rollout"), what="the reason in status"
+        )
+        assert record == f"replacing 1 replica on an unhealthy GPU ({first} on node-h1)"
+        # Make before break: the replacement runs elsewhere, then the replica goes.
+        (second,) = wait_for(lambda: _used(cluster) - {first} or None, what="a replacement")
+        wait_for(lambda: _used(cluster) == {second}, what="the replica on the bad GPU stopped")
+    finally:
+        svc.stop()
+        writer.close()
