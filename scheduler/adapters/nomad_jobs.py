@@ -334,6 +334,11 @@ class OwnedJob:
     spec: str = ""  # SPEC_META: empty for a job written before digests
 
 
+def live_profiles(jobs: list[OwnedJob]) -> set[tuple[str, str]]:
+    """(model, profile) of the jobs not stopped."""
+    return {(j.model, j.profile) for j in jobs if not j.stopped}
+
+
 def _parse_time(value: str | None) -> datetime:
     """CREATED_META; unreadable, without a zone or out of range: the epoch (an old replica)."""
     try:

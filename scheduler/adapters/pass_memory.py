@@ -41,6 +41,13 @@ class Gone:
 
     models: dict[str, datetime] = field(default_factory=dict)  # model key deleted
     demand: dict[str, tuple[datetime, Demand]] = field(default_factory=dict)  # demand key deleted
+    # model -> profile no longer in it while replicas of it run -> since when
+    profiles: dict[str, dict[str, datetime]] = field(default_factory=dict)
+
+    def copy(self) -> Gone:
+        """A copy the next pass's changes leave alone (the status writer reads it later)."""
+        profiles = {k: dict(v) for k, v in self.profiles.items()}
+        return Gone(dict(self.models), dict(self.demand), profiles)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -49,6 +56,10 @@ class Gone:
             "demand": {
                 k: {"since": t.isoformat(), "last": d.model_dump(mode="json")}
                 for k, (t, d) in sorted(self.demand.items())
+            },
+            "profiles": {
+                k: {p: t.isoformat() for p, t in sorted(v.items())}
+                for k, v in sorted(self.profiles.items())
             },
         }
 
@@ -68,11 +79,17 @@ def _parse_gone(data: dict[str, Any], key: str, problems: list[str]) -> Gone:
         item = _valid(_GONE_DEMAND, value, f"{key}: gone.demand.{printable(str(name))}", problems)
         if item is not None:
             gone.demand[str(name)] = (item.since, item.last)
+    for name, value in _part(data, "profiles", key, problems, "gone.").items():
+        where = f"{key}: gone.profiles.{printable(str(name))}"
+        since = _valid(_PROFILES_GONE, value, where, problems)
+        if since:
+            gone.profiles[str(name)] = since
     return gone
 
 
 _STAMP: TypeAdapter[datetime] = TypeAdapter(Timestamp)
 _GONE_DEMAND: TypeAdapter[_GoneDemand] = TypeAdapter(_GoneDemand)
+_PROFILES_GONE: TypeAdapter[dict[str, datetime]] = TypeAdapter(dict[str, Timestamp])
 _HOLD: TypeAdapter[Hold] = TypeAdapter(Hold)
 _RESERVATION: TypeAdapter[Reservation] = TypeAdapter(Reservation)
 T = TypeVar("T")
@@ -233,6 +250,32 @@ class PassMemory:
         names = {m.name for m in snapshot.models}
         self.marks = {k: v for k, v in self.marks.items() if k in names}
         self.seen = {k: v for k, v in self.seen.items() if k in names}
+
+    def track_profiles(
+        self, models: list[Model], saved: Gone, held: set[tuple[str, str]], now: datetime
+    ) -> dict[str, dict[str, datetime]]:
+        """Since when replicas of a profile no longer in their model run (the earlier of what
+        the state key kept and this process saw); forgotten once the profile is back or none
+        of its replicas is left. Models not in the catalog are not looked at."""
+        have = {m.name: {p.name for p in m.profiles} for m in models}
+        for name, profiles in saved.profiles.items():
+            mine = self.gone.profiles.setdefault(name, {})
+            for profile, since in profiles.items():
+                mine[profile] = min(since, mine.get(profile, since))
+        removed = {(n, p) for n, p in held if n in have and p not in have[n]}
+        for name in list(self.gone.profiles):
+            mine = self.gone.profiles[name]
+            for profile in list(mine):
+                if (name, profile) not in removed:
+                    del mine[profile]
+            if not mine:
+                del self.gone.profiles[name]
+        for name, profile in sorted(removed):
+            mine = self.gone.profiles.setdefault(name, {})
+            if profile not in mine:
+                mine[profile] = now
+                log.warning("profile_removed", model=name, profile=profile)
+        return {k: dict(v) for k, v in self.gone.profiles.items()}
 
     def track_gone(
         self,

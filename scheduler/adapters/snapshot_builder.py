@@ -27,7 +27,7 @@ from scheduler.adapters.consul_kv import (
 from scheduler.adapters.gpu_reports import apply_reports, records_from_kv
 from scheduler.adapters.kv_layout import KVLayout
 from scheduler.adapters.nomad_api import NomadAPI, NomadError
-from scheduler.adapters.nomad_jobs import OwnedJob, service_name, specs_of
+from scheduler.adapters.nomad_jobs import OwnedJob, live_profiles, service_name, specs_of
 from scheduler.adapters.nomad_listings import ALLOCATIONS, JOBS, NODES, Listing, Listings
 from scheduler.adapters.nomad_nodes import Usage
 from scheduler.adapters.nomad_reads import NomadReader
@@ -138,6 +138,7 @@ class _KVSide:
     reservations: dict[str, list[Reservation]]
     preempted: dict[str, str]
     retired: dict[str, datetime]
+    removed_profiles: dict[str, dict[str, datetime]]
     stalled: dict[str, str]
     moves: dict[str, str]
     usage: UsageRead
@@ -239,7 +240,13 @@ class SnapshotBuilder:
                     )
         return listing.index, listing.entries
 
-    def _kv(self, entries: list[dict[str, Any]], running: set[str], now: datetime) -> _KVSide:
+    def _kv(
+        self,
+        entries: list[dict[str, Any]],
+        jobs: list[OwnedJob],
+        now: datetime,
+    ) -> _KVSide:
+        held = live_profiles(jobs)
         cat = read_catalog(entries, self.layout, self.max_value_bytes)
         models, frozen, blocked = merge_catalog(cat, self.memory.last)
         cat.demand = self.memory.gateway_demand.merge(
@@ -254,10 +261,22 @@ class SnapshotBuilder:
         for line in state_problems:
             cat.error(GENERAL, line)
         has_state = any(e.get("Key") == self.layout.holds for e in entries)
-        retired = self.memory.track_gone(cat, models, saved, running, now, has_state)
+        retired = self.memory.track_gone(cat, models, saved, {m for m, _ in held}, now, has_state)
+        removed = self.memory.track_profiles(models, saved, held, now)
         stalled, moves = parse_lifecycle(entries, self.layout.holds)
         return _KVSide(
-            cat, models, frozen, blocked, holds, kept, preempted, retired, stalled, moves, usage
+            cat,
+            models,
+            frozen,
+            blocked,
+            holds,
+            kept,
+            preempted,
+            retired,
+            removed,
+            stalled,
+            moves,
+            usage,
         )
 
     def _reported(
@@ -327,14 +346,13 @@ class SnapshotBuilder:
             jobs, allocs, entries = reads.jobs, reads.allocs, reads.entries
             faults, evaluated = self.reader.faults(jobs, allocs, now)
             nodes = self.reader.nodes(reads.usage, reads.nodes_listing, now)
-            running = {j.model for j in jobs if not j.stopped}
-            kv = self._kv(entries, running, now)
+            kv = self._kv(entries, jobs, now)
             cat, models = kv.catalog, kv.models
             demand = self.demand_source.read([m.name for m in models], cat.demand, now)
             nodes, warnings = self._reported(nodes, entries, cat, models)
         except (NomadError, ConsulError, DemandError) as exc:
             raise ReadFailed(str(exc)) from exc
-        healthy = self._healthy(running, warnings)
+        healthy = self._healthy({model for model, _ in live_profiles(jobs)}, warnings)
         demand, load = self._signals(reads, healthy, models, demand, now, cat)
         replicas, by_replica, purgeable = replicas_of(jobs, allocs, healthy, demand, kv.preempted)
         specs = specs_of([m for m in models if m.serve is not None])
@@ -355,6 +373,7 @@ class SnapshotBuilder:
             **kv.remembered(),
             prefetches=self.reader.prefetches(reads.jobs_listing, allocs),
             usage=kv.usage.usage,
+            removed_profiles=_only(kv.removed_profiles, names),
         )
         return ClusterView(
             snapshot=snapshot,
@@ -368,7 +387,7 @@ class SnapshotBuilder:
             own_entries=[e for e in entries if self.layout.written_by_scheduler(str(e.get("Key")))],
             job_ids=set(self.reader.listed),
             faults=faults,
-            gone=Gone(dict(self.memory.gone.models), dict(self.memory.gone.demand)),
+            gone=self.memory.gone.copy(),
             usage=kv.usage,
             jobs_asked_at=reads.jobs_listing.asked_at,
             jobs_index=reads.jobs_listing.index,

@@ -98,6 +98,14 @@ def _deleted(snap: Snapshot, plan: Plan) -> Instants:
         yield since + retire
 
 
+def _removed_profiles(snap: Snapshot, plan: Plan) -> Instants:
+    """Replicas of a removed profile (rule L2): they stop at since + retire_grace_s."""
+    retire = timedelta(seconds=snap.settings.retire_grace_s)
+    for profiles in snap.removed_profiles.values():
+        for since in profiles.values():
+            yield since + retire
+
+
 def _defragment_turn(snap: Snapshot, plan: Plan) -> Instants:
     """Defragmentation's turn among the models waiting for room (pending, with trials)."""
     waiting = sum(1 for st in plan.models.values() if st.pending is not None and st.tried)
@@ -122,6 +130,7 @@ THRESHOLDS: tuple[Callable[[Snapshot, Plan], Instants], ...] = (
     _demand,
     _windows,
     _deleted,
+    _removed_profiles,
     _defragment_turn,
 )
 

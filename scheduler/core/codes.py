@@ -39,4 +39,5 @@ PendingCode = Literal[
     "preemption_held_back",  # room could be made, but a rule held it back (rules R3, R4)
     "quota_limit",  # every profile would pass a quota limit (rule P3)
     "retiring",  # its key was deleted; its replicas stop after the grace
+    "profile_removed",  # replicas of a removed profile hold room until replaced or the grace
 ]

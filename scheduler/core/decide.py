@@ -11,7 +11,13 @@ from scheduler.core.models import Model, ModelStatus, OwnerUsage, Plan, Snapshot
 from scheduler.core.pass_state import PassState, PendingWhy
 from scheduler.core.plugins import Plugins
 from scheduler.core.prefetch import prefetch
-from scheduler.core.retirement import replace_stale, retire, retire_deleted, scale_down
+from scheduler.core.retirement import (
+    name_stale,
+    replace_stale,
+    retire,
+    retire_deleted,
+    scale_down,
+)
 from scheduler.core.sharing import take_turns
 from scheduler.core.usage import carried, held_by_owner
 
@@ -22,12 +28,13 @@ def decide(snapshot: Snapshot, plugins: Plugins | None = None) -> Plan:
     deleted = retire_deleted(st)  # 1. models whose key was deleted (retirement.py)
     retire(st)  # 2. roll-outs, load-grace time-outs, drains (retirement.py, lifecycle.py)
     scale_down(st)  # 3. more live than desired (retirement.py)
-    replace_stale(st)  # 4. replicas of removed profiles, once others run (retirement.py)
+    kept = replace_stale(st)  # 4. replicas of removed profiles, once replaced (retirement.py)
     order = short_models(st)
     take_turns(st, order)  # 5. grow: guarantees first, then shared fairly (sharing.py)
     # Short of room (not held, not waiting for victims), in turn order.
     waiting = [m for m in order if m.name in st.turns.outcome and st.turns.outcome[m.name][1]]
     statuses = model_statuses(st, counted, deleted)
+    name_stale(statuses, kept)  # what replicas of removed profiles still hold
     consolidate(st)  # 6. better placements on the free room every model left (lifecycle.py)
     defragment(st, waiting)  # 7. free a node whole for a waiting model (defragment.py)
     plan = plan_of(st, statuses)

@@ -361,6 +361,9 @@ class Snapshot(Lenient):
     # Per owner (as accounted: its quota's prefix), its decayed usage as the last plan handed
     # it on (Plan.usage; the service keeps it in KV). Read only with usage_half_life_s set.
     usage: dict[str, OwnerUsage] = Field(default_factory=dict)
+    # model -> removed profile -> since when replicas of it run (adapter, kept in the state
+    # key): they stop retire_grace_s later, replaced or not (without a date: once replaced).
+    removed_profiles: dict[str, dict[str, Timestamp]] = Field(default_factory=dict)
 
 
 # ---------------------------------------------------------------- plan

@@ -180,10 +180,14 @@ def scale_down(st: PassState) -> None:
             st.ledger.stop(r.id, name, ("scale_down", why))
 
 
-def replace_stale(st: PassState) -> None:
+def replace_stale(st: PassState) -> dict[str, str]:
     """Make before break: a replica of a removed profile stops once enough replicas of
-    current profiles run (or the model wants none)."""
+    current profiles run (or the model wants none), or once settings.retire_grace_s has
+    passed since its profile went missing (Snapshot.removed_profiles), replaced or not.
+    Returns, per model, what its replicas of removed profiles still hold and until when."""
     stopped = st.ledger.stopped
+    grace = timedelta(seconds=st.settings.retire_grace_s)
+    kept: dict[str, str] = {}
     for m in st.snapshot.models:
         old = st.counts.stale.get(m.name)
         if not old:
@@ -194,8 +198,46 @@ def replace_stale(st: PassState) -> None:
             for r in st.inv.facts.current.get(m.name, ())
             if r.state == "running" and r.id not in stopped
         )
-        if want > 0 and running < want:
-            continue
+        since = st.snapshot.removed_profiles.get(m.name, {})
+        stays: list[Replica] = []
         for r in old:
-            why = f"replaced: profile {r.profile} is no longer in the model"
+            gone = since.get(r.profile)
+            if want <= 0 or running >= want:
+                why = f"replaced: profile {r.profile} is no longer in the model"
+            elif gone is not None and st.now >= gone + grace:
+                why = (
+                    f"replaced: profile {r.profile} is no longer in the model (since "
+                    f"{rfc3339(gone)}); its retire grace has passed"
+                )
+            else:
+                stays.append(r)
+                continue
             st.ledger.stop(r.id, m.name, ("profile_removed", why))
+        if stays:
+            kept[m.name] = _stale_words(stays, since, grace)
+    return kept
+
+
+def _stale_words(stays: list[Replica], since: dict[str, datetime], grace: timedelta) -> str:
+    """What replicas of removed profiles hold, and until when."""
+    n = len(stays)
+    profiles = sorted({r.profile for r in stays})
+    dates = [since[p] + grace for p in profiles if p in since]
+    until = f", at the latest until {rfc3339(min(dates))} (retire grace)" if dates else ""
+    plural = "s" if len(profiles) > 1 else ""
+    held = "holds its" if n == 1 else "hold their"
+    return (
+        f"removed profile{plural} {', '.join(profiles)}: {n} replica{'s' if n != 1 else ''} "
+        f"{held} room until current replicas run{until}"
+    )
+
+
+def name_stale(statuses: dict[str, ModelStatus], kept: dict[str, str]) -> None:
+    """A model whose replicas of removed profiles stay names them in its pending sentence."""
+    for name, words in kept.items():
+        status = statuses[name]
+        if status.pending is None:
+            update = {"pending": words, "pending_code": "profile_removed"}
+        else:
+            update = {"pending": f"{status.pending}; {words}"}
+        statuses[name] = status.model_copy(update=update)

@@ -67,7 +67,7 @@ ADDED: frozenset[str] = frozenset(
 # Snapshot fields added since: a node's host volumes and model cache (empty in fleetgen's), a
 # model's gateway bounds (None; the decision never reads them), the settings' weight rates,
 # the prefetch jobs and their limit (none run in the recorded runs), decayed usage (off, and
-# empty).
+# empty), the removed profiles' dates (none in fleetgen's).
 SNAPSHOT_ADDED: frozenset[str] = frozenset(
     {
         "host_volumes",
@@ -81,6 +81,7 @@ SNAPSHOT_ADDED: frozenset[str] = frozenset(
         "usage",
         "usage_half_life_s",
         "reservations",
+        "removed_profiles",
     }
 )
 

@@ -255,3 +255,16 @@ def test_the_mark_a_pass_hands_on_ends_the_calm_after_one_window() -> None:
     assert calm_until(s, plan) == T0 + timedelta(seconds=300)
     later = apply_plan(s, plan, 300)  # the pass's own mark handed on, the clock at the end
     assert [a.op for a in decide(later).actions] == ["stop"]
+
+
+def test_a_removed_profiles_replica_goes_at_the_end_of_the_retire_grace() -> None:
+    """m's replica runs profile "old", removed 100 s ago; "p" finds no room beside it."""
+    s = hand.snap(
+        settings={"retire_grace_s": 600, "scale_down_window_s": 0},
+        nodes=[hand.node("n1", 1)],
+        models=[hand.model("m", "standard", "org/a", lo=1, hi=1)],
+        replicas=[hand.replica("r-m", "m", [("n1", ["n1-g0"])], profile="old")],
+        removed_profiles={"m": {"old": ts(T0 - timedelta(seconds=100))}},
+    )
+    _plan, until = _edge(s)
+    assert until == T0 + timedelta(seconds=500)

@@ -44,6 +44,7 @@ PENDING_WORDS = {
     "preemption_held_back": ("profile ", "quota limit"),
     "quota_limit": ("quota limit",),
     "retiring": ("retiring:",),
+    "profile_removed": ("removed profile",),
 }
 
 

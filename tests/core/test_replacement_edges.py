@@ -1,9 +1,22 @@
 """Nothing blocks without a word: a replacement under way is not growth the scale-down window
-keeps (rule S2). Plan tests over passes: snapshot in, plan out."""
+keeps (rule S2); a replica on an unhealthy GPU is replaced as a drained one is, and replicas of
+a removed profile are named and retired within the grace (rule L1, L2). Plan tests."""
 
 from __future__ import annotations
 
-from lifecycle_snapshots import A100, _model, _node, _plan, _rep, _simulate, _starts, _stops
+from datetime import datetime, timedelta
+
+from lifecycle_snapshots import (
+    A100,
+    NOW,
+    _model,
+    _node,
+    _plan,
+    _rep,
+    _simulate,
+    _starts,
+    _stops,
+)
 
 # Demand for two replicas, room for four: the scale-down window could keep a third.
 SCALING = {"min": 1, "max": 4, "target_per_replica": 10}
@@ -74,3 +87,56 @@ def test_without_room_it_serves_on_and_the_status_says_why() -> None:
     assert [(a.replica, a.code) for a in plan.actions if a.op == "stop"] == [
         ("r-0", "unhealthy_gpu")
     ]
+
+
+# ---------------------------------------------------------------- removed profiles
+
+ONE_NODE = [_node("n1")]  # two GPUs, both held by replicas of the removed profile "one"
+TWO = [{"name": "two", "gpus": 1, "cpu_cores": 4, "memory_gb": 16}]
+
+
+def _removed(ago_s: int | None) -> dict:
+    """The adapter's note of when profile "one" went missing from model m (None: no note)."""
+    if ago_s is None:
+        return {}
+    since = (datetime.fromisoformat(NOW) - timedelta(seconds=ago_s)).isoformat()
+    return {"removed_profiles": {"m": {"one": since}}}
+
+
+def test_replicas_of_a_removed_profile_are_named_and_retired_within_the_grace() -> None:
+    stale = [_rep("r-0", "n1"), _rep("r-1", "n1", gpu=1)]
+    # Within the grace (600 s): they serve on, the model says what holds its room, and till when.
+    plan = _plan(ONE_NODE, stale, _model(2, TWO), **_removed(100))
+    assert plan.actions == []
+    status = plan.models["m"]
+    assert (status.live, status.desired) == (0, 2)
+    assert status.pending == (
+        "profile two: no node has 1 free GPU (too few free GPUs on 1 node); removed profile "
+        "one: 2 replicas hold their room until current replicas run, at the latest until "
+        "2026-12-02T10:08:20Z (retire grace)"
+    )
+    # The grace has passed: they go, replaced or not (profile two starts once they are gone).
+    plan = _plan(ONE_NODE, stale, _model(2, TWO), **_removed(700))
+    assert [(a.replica, a.code) for a in plan.actions if a.op == "stop"] == [
+        ("r-0", "profile_removed"),
+        ("r-1", "profile_removed"),
+    ]
+    assert "its retire grace has passed" in _stops(plan)["r-0"]
+    # No date (a snapshot without the adapter's note): never stopped unreplaced, but named.
+    plan = _plan(ONE_NODE, stale, _model(2, TWO), **_removed(None))
+    assert plan.actions == []
+    assert (plan.models["m"].pending or "").endswith(
+        "removed profile one: 2 replicas hold their room until current replicas run"
+    )
+
+
+def test_with_room_the_replacement_starts_and_the_status_says_what_stays() -> None:
+    nodes = [_node("n1"), _node("n2")]
+    plan = _plan(nodes, [_rep("r-0", "n1")], _model(1, TWO), **_removed(100))
+    assert len(_starts(plan)) == 1 and _stops(plan) == {}
+    status = plan.models["m"]
+    assert status.pending_code == "profile_removed"
+    assert status.pending == (
+        "removed profile one: 1 replica holds its room until current replicas run, at the "
+        "latest until 2026-12-02T10:08:20Z (retire grace)"
+    )
