@@ -3,6 +3,7 @@ time-outs, drains, deleted models, scale-downs and replicas of removed profiles.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from scheduler.core.facts import Shape
@@ -30,10 +31,12 @@ def retire(st: PassState) -> None:
     for m in st.snapshot.models:
         renew(st, m)
         name = m.name
-        if not draining and name not in sick_models and name not in st.inv.facts.starting:
+        current = st.inv.facts.current.get(name, ())
+        quiet = not draining and name not in st.inv.facts.starting
+        if quiet and (name not in sick_models or not _holds_any(current, sick)):
             continue  # the common case: nothing to look at
         # A replica of a removed profile is not counted already; replace_stale sees to it.
-        counting = sorted(st.inv.facts.current.get(name, ()), key=lambda r: (r.created_at, r.id))
+        counting = sorted(current, key=lambda r: (r.created_at, r.id))
         movers: list[Replica] = []
         whys: dict[str, tuple[StopWhy, StopWhy]] = {}
         for r in counting:
@@ -67,6 +70,10 @@ def _replaced_why(
                     f"{where}; replaced elsewhere",
                 )
     return None
+
+
+def _holds_any(replicas: Sequence[Replica], devices: dict[str, str]) -> bool:
+    return any(d in devices for r in replicas for sh in r.shards for d in sh.gpus)
 
 
 def _say_sick(st: PassState, m: Model, movers: list[Replica], sick: dict[str, str]) -> None:

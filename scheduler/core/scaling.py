@@ -235,6 +235,8 @@ def replacements(
     outdated one, lifecycle.outdated) and the new replica of each move under way. The window
     of rule S2 keeps the count they replace, not them: else the replaced replica would stay
     until the window passed (after a restart, a whole window)."""
+    if not specs and not moves:
+        return 0  # the common case: nothing to compare
     fresh = old = moved = 0
     ids = {r.id for r in replicas} if moves else None
     for r in replicas:
