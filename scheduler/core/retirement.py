@@ -29,27 +29,31 @@ def retire(st: PassState) -> None:
     draining = {n.id for n in st.snapshot.nodes if n.draining}
     sick, sick_models = unhealthy_devices(st)
     for m in st.snapshot.models:
-        renew(st, m)
         name = m.name
         current = st.inv.facts.current.get(name, ())
         quiet = not draining and name not in st.inv.facts.starting
         if quiet and (name not in sick_models or not _holds_any(current, sick)):
-            continue  # the common case: nothing to look at
+            renew(st, m)
+            continue  # the common case: nothing else to look at
         # A replica of a removed profile is not counted already; replace_stale sees to it.
         counting = sorted(current, key=lambda r: (r.created_at, r.id))
+        # Marked before the roll-outs and moves are renewed: a replica replaced whatever the
+        # demand is not one of the live replicas they count (nor the better one they keep).
         movers: list[Replica] = []
         whys: dict[str, tuple[StopWhy, StopWhy]] = {}
         for r in counting:
-            if r.id in st.ledger.retired:
-                continue  # already being replaced (rolling update)
-            if r.state == "starting" and _timed_out(st, m, r):
-                continue
+            if r.state == "starting" and st.now >= timed_out_at(r.created_at, m.load_grace_s):
+                continue  # stopped as timed out below
             why = _replaced_why(r, draining, sick)
             if why is not None:
                 movers.append(r)
                 whys[r.id] = why
                 st.ledger.retired.add(r.id)
                 st.counts.live[name] -= 1
+        renew(st, m)
+        for r in counting:
+            if r.id not in st.ledger.retired and r.state == "starting":
+                _timed_out(st, m, r)
         if movers:
             replace(st, m, movers, counting, DRAIN, whys)
             _say_sick(st, m, [r for r in movers if whys[r.id] is not DRAIN], sick)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from datetime import timedelta
 
 from scenario_gen import EPS
 from scenario_runs import starts_of, stops_of
@@ -51,6 +52,18 @@ class Index:
 
     def live(self, model: str) -> list[Replica]:
         return [r for r in self.snap.replicas if r.model == model and r.counts]
+
+    def sick(self, model: str) -> list[Replica]:
+        """Live replicas holding a device marked unhealthy: replaced, no longer counted (but
+        one starting past its load grace, which is stopped as timed out)."""
+        m = self.models.get(model)
+        grace = timedelta(seconds=(m.load_grace_s if m else 0) + 1)
+        return [
+            r
+            for r in self.live(model)
+            if any(not self.healthy(d) for sh in r.shards for d in sh.gpus)
+            and not (r.state == "starting" and self.snap.now >= r.created_at + grace)
+        ]
 
     def healthy(self, dev: str) -> bool:
         """A whole GPU or a MIG slice (and its GPU) not marked unhealthy; unknown ids are."""
@@ -249,9 +262,9 @@ def check_stops(snap: Snapshot, plan: Plan) -> list[tuple[str, str]]:
     idx = Index.of(snap)
     stops = stops_of(plan)
     stopped_per_model: dict[str, int] = {}  # distinct replicas (see check_stopped_once)
-    # A replica stuck starting past its load grace never served: stopping it takes
-    # nothing from a minimum.
-    for rid in {a.replica for a in stops if not retired(a)}:
+    # A replica stuck starting past its load grace never served, and one on an unhealthy
+    # device goes once replaced or not serving: stopping either takes nothing from a minimum.
+    for rid in {a.replica for a in stops if not retired(a) and a.code != "unhealthy_gpu"}:
         model = idx.replicas[rid].model if rid in idx.replicas else ""
         stopped_per_model[model] = stopped_per_model.get(model, 0) + 1
     yielded: dict[str, set[str]] = {}
@@ -356,7 +369,9 @@ def _check_same_class(
         vm, pf = idx.models[victim], idx.models[pf_name]
         same_owner_or_no_quotas = not snap.quotas or vm.owner == pf.owner
         if vm.class_ == pf.class_ and same_owner_or_no_quotas:
-            assert len(idx.live(pf_name)) < pf.scaling.min, f"{pf_name} took from its own class"
+            # A replica on an unhealthy device no longer counts (it is being replaced).
+            counted = len(idx.live(pf_name)) - len(idx.sick(pf_name))
+            assert counted < pf.scaling.min, f"{pf_name} took from its own class"
             left = len(idx.live(victim)) - stopped_per_model[victim]
             assert left >= floor(vm, plan), f"{victim} stopped below min for its own class"
 
@@ -378,8 +393,11 @@ def being_replaced(snap: Snapshot, idx: Index, m: Model, desired: int) -> set[st
     for scaling: not scaled down, and the model grows their replacements (they stop,
     "consolidation: ...", once the others cover for them). Besides, every replica holding a
     device marked unhealthy (retirement.retire: replaced as a drain is)."""
-    counting = [r for r in idx.live(m.name) if m.profile(r.profile) is not None]
-    sick = {r.id for r in counting if any(not idx.healthy(d) for sh in r.shards for d in sh.gpus)}
+    sick = {r.id for r in idx.sick(m.name) if m.profile(r.profile) is not None}
+    # Those on unhealthy devices are set apart first (retire marks them before renewing).
+    counting = [
+        r for r in idx.live(m.name) if m.profile(r.profile) is not None and r.id not in sick
+    ]
     ids = {r.id for r in counting}
     moving = {r.id for r in counting if snap.moves.get(r.id) in ids}
     if moving:
