@@ -6,14 +6,13 @@ import math
 from dataclasses import dataclass
 
 from plan_checks import (
-    Index,
-    being_replaced,
     check_devices,
     check_node_resources,
     check_quotas,
     check_stops,
     retired,
 )
+from plan_index import Index, being_replaced
 from scenario_runs import starts_of, stops_of
 
 from scheduler.core.models import Model, ModelStatus, Plan, Snapshot
@@ -96,7 +95,9 @@ def check_statuses(snap: Snapshot, plan: Plan) -> None:
         least = max(live - gone.unseen - timed_out - status.desired, 0)
         assert least <= scale_downs.get(name, 0) <= most, f"{name}: scaled down wrongly"
         if live - gone.unseen + got >= target:
-            assert status.pending is None, f"{name}: pending though it has what it wants"
+            # Only a removed profile's replicas, still holding room, are named then (rule L2).
+            named = status.pending is None or status.pending_code == "profile_removed"
+            assert named, f"{name}: pending though it has what it wants"
         elif live + got < target:
             assert status.pending and status.pending.strip(), f"{name}: short, no reason"
         if name in live_holds:

@@ -41,8 +41,10 @@ def _snapshot(replicas: list[dict[str, Any]], want: int, draining: set[str], **e
 
 def test_a_drain_beside_a_move_under_way_is_a_correct_plan() -> None:
     """A move under way (r1 on the worse profile, its replacement r3 running) and a replica on
-    a draining node (r2) whose replacement r4 is still starting: the plan stops r1 and keeps
-    r2 until r4 runs. The sentence-sorting oracle counted r2 as live and wanted a scale-down."""
+    a draining node (r2) whose replacement r4 is still starting. A drained replica is set apart
+    before moves are renewed (rule L1), so it does not cover r1: nothing stops until r4 runs,
+    then r1 and r2 both go. The sentence-sorting oracle counted r2 as live and wanted a
+    scale-down."""
     reps = [
         _rep("r1", "c", profile="alt"),
         _rep("r2", "b"),
@@ -51,8 +53,13 @@ def test_a_drain_beside_a_move_under_way_is_a_correct_plan() -> None:
     ]
     snap = _snapshot(reps, 2, {"b"}, moves={"r1": "r3"})
     plan = decide(snap)
+    assert not [a for a in plan.actions if a.op in ("stop", "start")]
+    check_all(snap, plan)
+    reps[3] = _rep("r4", "a", gpu=1, created="2026-12-02T09:59:00Z")  # r4 now runs
+    snap = _snapshot(reps, 2, {"b"}, moves={"r1": "r3"})
+    plan = decide(snap)
     stops = {a.replica: a.code for a in plan.actions if a.op == "stop"}
-    assert stops == {"r1": "consolidation"}
+    assert stops == {"r1": "consolidation", "r2": "draining"}
     assert not [a for a in plan.actions if a.op == "start"]
     check_all(snap, plan)
 
