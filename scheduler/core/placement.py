@@ -221,7 +221,14 @@ class Placer:
         if not warm:
             return []
         seen = [nid for nid, _ in fits]  # a few: a list is cheaper than a set
-        rest = [nid for nid in warm[:WARM_SCAN] if nid not in seen and nid in inv.nodes]
+        nodes, need = inv.nodes, ctx.profile.gpus
+        whole = ctx.profile.mig_profile is None
+        # A node with fewer free GPUs than a shard takes, gpu-count refuses: not asked.
+        rest = [
+            nid
+            for nid in warm[:WARM_SCAN]
+            if nid not in seen and nid in nodes and (not whole or len(nodes[nid].free_gpus) >= need)
+        ]
         return self._feasible(ctx, inv, rest, len(rest)) if rest else []
 
     def _local(
