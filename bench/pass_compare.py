@@ -34,6 +34,7 @@ if __package__ in (None, ""):  # run as a file: make `bench` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.interpreter import describe as describe_interpreter
+from bench.revision import run_in
 
 HERE = Path(__file__).resolve().parent.parent
 
@@ -82,18 +83,8 @@ def _one(
     tree: Path, sizes: list[int], passes: int, seed: int, passed_on: list[str]
 ) -> dict[str, Any]:
     # The checkout first, then what this process was given (_passed_on).
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), *passed_on])}
-    done = subprocess.run(
-        [sys.executable, "-c", CHILD, json.dumps([sizes, passes, seed])],
-        cwd=tree,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"{tree}: the pass failed:\n{done.stderr[-3000:]}")
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    env = {"PYTHONPATH": os.pathsep.join([str(tree), *passed_on])}
+    result: dict[str, Any] = run_in(tree, CHILD, [sizes, passes, seed], env, "the pass failed")
     return result
 
 

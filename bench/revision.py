@@ -3,12 +3,16 @@ run an older core beside this one (`--against`)."""
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
+import sys
 import tarfile
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 
 @contextmanager
@@ -40,3 +44,20 @@ def commit_of(root: Path, revision: str = "HEAD") -> str | None:
         check=False,
     )
     return (done.stdout.strip() or None) if done.returncode == 0 else None
+
+
+def run_in(tree: Path, child: str, arg: Any, env: dict[str, str], failed: str) -> Any:
+    """Run the script `child` with this interpreter in `tree`, `arg` as its JSON argument and
+    `env` over this process's environment; what it printed last, as JSON. A failure exits
+    with `failed` and the end of its stderr."""
+    done = subprocess.run(
+        [sys.executable, "-c", child, json.dumps(arg)],
+        cwd=tree,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"{tree}: {failed}:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])

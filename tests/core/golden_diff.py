@@ -15,9 +15,6 @@ Exit status 0 when no run changed, 1 when some did.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -36,7 +33,7 @@ from golden_plans import (  # noqa: E402
     record_scenario,
 )
 
-from bench.revision import tree_of  # noqa: E402
+from bench.revision import run_in, tree_of  # noqa: E402
 
 # Replays runs by name in a checkout (the current directory), with that checkout's own
 # golden_plans module; prints {name: [plan essence, ...]} as JSON.
@@ -94,18 +91,8 @@ def changed_runs(golden: dict[str, Any]) -> dict[str, str]:
 
 def replay(tree: Path, names: list[str]) -> dict[str, list[Any] | None]:
     """The whole plans of the named runs, made by the checkout at `tree`."""
-    env = {**os.environ, "PYTHONPATH": str(tree), "LLM_SCHEDULER_PURE_PYTHON": "1"}
-    done = subprocess.run(
-        [sys.executable, "-c", CHILD, json.dumps(names)],
-        cwd=tree,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"{tree}: replaying the runs failed:\n{done.stderr[-3000:]}")
-    out: dict[str, list[Any] | None] = json.loads(done.stdout.strip().splitlines()[-1])
+    env = {"PYTHONPATH": str(tree), "LLM_SCHEDULER_PURE_PYTHON": "1"}
+    out: dict[str, list[Any] | None] = run_in(tree, CHILD, names, env, "replaying the runs failed")
     return out
 
 

@@ -16,16 +16,8 @@ from scheduler.core.simulate import apply_plan
 
 
 def running(rid: str, name: str, nid: str, gpu: int = 0, **extra: Any) -> dict[str, Any]:
-    return {
-        "id": rid,
-        "model": name,
-        "profile": "p",
-        "state": "running",
-        "created_at": LONG_AGO,
-        "ready_at": LONG_AGO,
-        "shards": [{"node": nid, "gpus": [f"{nid}-g{gpu}"]}],
-        **extra,
-    }
+    """A replica on one GPU of one node, ready long ago."""
+    return hand.replica(rid, name, [(nid, [f"{nid}-g{gpu}"])], **extra)
 
 
 def _three(warm_on: str, source: str = "org/m", **first: Any) -> list[dict[str, Any]]:
